@@ -1,0 +1,123 @@
+"""Suite-wide pytest configuration: options, markers by folder, package gating, hypothesis
+profiles, the report header and the cast-conformance summary."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import platform
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parent
+
+# --- hypothesis profiles -------------------------------------------------------------------
+try:
+    from hypothesis import HealthCheck, settings
+
+    # ci: the same examples every run (derandomized), nothing stored between runs, no deadline
+    # (the shared 2-core machines are too noisy for per-example time limits).
+    settings.register_profile(
+        "ci", derandomize=True, deadline=None, database=None, max_examples=200,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    # dev: random examples, a local example database, still no deadline.
+    settings.register_profile("dev", deadline=None, max_examples=200,
+                              suppress_health_check=[HealthCheck.too_slow])
+    settings.load_profile(os.environ.get("FP8REF_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+except ImportError:  # hypothesis tests are skipped by the needs marker
+    pass
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fp8ref")
+    group.addoption("--fp8-slow", action="store_true", default=False,
+                    help="run the long sweeps marked slow (the full 2^32 float32 cast sweep per format)")
+    group.addoption("--fp8-dry-run", action="store_true", default=False,
+                    help="run the gpu tests on the CPU device at tiny sizes, so CI keeps them alive")
+
+
+def _has(pkg: str) -> bool:
+    return importlib.util.find_spec(pkg) is not None
+
+
+def _version(pkg: str) -> str:
+    try:
+        return importlib.import_module(pkg).__version__
+    except Exception:  # noqa: BLE001 - a header must never break the run
+        return "not installed"
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = [f"fp8ref: python {platform.python_version()}, torch {_version('torch')}, "
+             f"torchao {_version('torchao')}, ml_dtypes {_version('ml_dtypes')}"]
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            cap = torch.cuda.get_device_capability()
+            lines.append(f"fp8ref: CUDA {torch.version.cuda}, {torch.cuda.get_device_name()} (sm{cap[0]}{cap[1]})")
+        else:
+            lines.append(f"fp8ref: CUDA not available (torch built with CUDA {torch.version.cuda})")
+    except Exception as exc:  # noqa: BLE001
+        lines.append(f"fp8ref: torch unavailable ({exc})")
+    lines.append(f"fp8ref: --fp8-slow={'on' if config.getoption('--fp8-slow') else 'off'}, "
+                 f"--fp8-dry-run={'on' if config.getoption('--fp8-dry-run') else 'off'}")
+    return lines
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slow = config.getoption("--fp8-slow")
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(ROOT).parts
+        if parts[:2] == ("tests", "cpu"):
+            item.add_marker(pytest.mark.cpu)
+        elif parts[:2] == ("tests", "gpu"):
+            item.add_marker(pytest.mark.gpu)
+        if item.get_closest_marker("slow") and not slow:
+            item.add_marker(pytest.mark.skip(reason="slow sweep: run with --fp8-slow"))
+        for mark in item.iter_markers("needs"):
+            missing = [p for p in mark.args if not _has(p)]
+            if missing:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"needs package(s) {', '.join(missing)}, not installed (pip install -e '.[test]')"))
+
+
+@pytest.fixture(scope="session")
+def gpu_device(request: pytest.FixtureRequest) -> str:
+    """The device gpu tests run on: "cuda", or "cpu" under --fp8-dry-run; otherwise skip."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if request.config.getoption("--fp8-dry-run"):
+        return "cpu"
+    pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False); "
+                "--fp8-dry-run runs this test on the CPU instead")
+
+
+# --- the cast-conformance summary ------------------------------------------------------------
+_REPORTS_KEY = pytest.StashKey[list]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_REPORTS_KEY] = []
+
+
+@pytest.fixture
+def record_cast_report(request: pytest.FixtureRequest):
+    """Keep a conformance.CastReport for the end-of-session summary."""
+    return request.config.stash[_REPORTS_KEY].append
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    reports = config.stash.get(_REPORTS_KEY, [])
+    if not reports:
+        return
+    from fp8ref.conformance import summarize_reports
+
+    terminalreporter.section("FP8 cast conformance (observed on this install)")
+    for line in summarize_reports(reports):
+        terminalreporter.write_line(line)

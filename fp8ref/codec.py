@@ -1,0 +1,200 @@
+"""Spec-level FP8 encode / decode, written from the format definition alone.
+
+``encode`` maps float32 / bfloat16 / float16 tensors to uint8 codes with round-to-nearest,
+ties-to-even (IEEE 754 roundTiesToEven); ``decode`` maps codes back to float32.
+
+Independence rule (DESIGN.md): nothing in this module calls ``Tensor.to(torch.float8_*)``,
+``torch._scaled_mm`` or torchao. The only torch used is integer arithmetic on the input's
+float32 bit pattern and table look-ups.
+
+How the rounding works (``_encode_exact``): a finite |x| in float32 is ``sig x 2^(ue - 23)``
+with a 24-bit integer significand ``sig``. The target keeps ``man_bits`` fraction bits at
+exponent ``max(ue, emin)`` (below ``emin`` the format is subnormal), so we drop
+``shift = 23 - man_bits + (max(ue, emin) - ue)`` low bits of ``sig`` with ties-to-even. The kept
+quotient ``q`` still carries the implicit bit, so the magnitude code is
+``((max(ue, emin) + bias - 1) << man_bits) + q``; a carry out of the mantissa bumps the exponent
+field by itself. Overflow means that code is above the largest finite code: the value rounded
+with an unbounded exponent range exceeds ``max`` (so for E4M3FN, 464 rounds to 448 and 465
+overflows, as IEEE 754 defines overflow).
+
+Special values (decided here, documented in README):
+- NaN -> the format's NaN (sign kept where the format has one; 0x80 for FNUZ, 0xFF for E8M0).
+  Implementations pick different NaN payloads; conformance compares NaN-ness, not payload.
+- ``saturate=False``: finite overflow and +-inf -> +-inf where the format has inf (E5M2), else NaN.
+- ``saturate=True``: finite overflow and +-inf -> +-max (the OCP OFP8 saturating conversion).
+- -0.0 -> 0x80 where the format has negative zero, else 0x00 (FNUZ formats have no -0).
+- E8M0FNU has no sign and no zero: negative numbers, -0.0 and 0.0 -> NaN (0xFF); positive values
+  below 2^-127 round to 2^-127 (the nearest value the format has); ties between two powers of
+  two (1.5 x 2^e) round up, which is what ties-to-even gives with zero mantissa bits.
+
+The fast paths (``encode``): bfloat16/float16 inputs index a 65,536-entry table built by
+``_encode_exact`` over every 16-bit pattern. float32 inputs are first rounded *to odd* into a
+bfloat16 bit pattern (truncate to 16 bits, set the lowest bit if anything was cut off) and then
+use the bfloat16 table. Round-to-odd into a format with at least two more significant bits than
+the target makes the second rounding exact: RNE(x) == RNE(RO(x)) (Boldo & Melquiond, "When double
+rounding is odd", 2008). bfloat16 keeps 8 significant bits, these formats at most 4, and both
+share float32's exponent range, so subnormal targets are covered too. The tests check that the
+fast and the exact paths agree.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from .formats import Fp8Format, get_format
+
+__all__ = ["encode", "decode", "decode_table", "round_to_format", "SUPPORTED_INPUT_DTYPES"]
+
+SUPPORTED_INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _check_tensor(x, name: str, dtypes: tuple) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if x.dtype not in dtypes:
+        raise TypeError(f"{name}: expected dtype in {[str(d) for d in dtypes]}, got {x.dtype}")
+
+
+def _check_saturate(saturate) -> None:
+    if not isinstance(saturate, bool):
+        raise TypeError(f"saturate: expected a bool, got {type(saturate).__name__}")
+
+
+# --------------------------------------------------------------------------------------------
+# decode
+# --------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _decode_table_cpu(fmt: Fp8Format) -> torch.Tensor:
+    return torch.tensor(fmt.all_values(), dtype=torch.float32)
+
+
+def decode_table(fmt: "str | Fp8Format", device: "torch.device | str" = "cpu") -> torch.Tensor:
+    """float32 value of each of the 256 codes (index = code), from the bit definition."""
+    fmt = get_format(fmt)
+    return _decode_table_cpu(fmt).to(device)
+
+
+def decode(codes: torch.Tensor, fmt: "str | Fp8Format") -> torch.Tensor:
+    """uint8 codes -> float32 values (exact: every 8-bit value is a float32)."""
+    fmt = get_format(fmt)
+    _check_tensor(codes, "codes", (torch.uint8,))
+    return decode_table(fmt, codes.device)[codes.long()]
+
+
+# --------------------------------------------------------------------------------------------
+# encode: the exact, element-wise-vectorized algorithm
+# --------------------------------------------------------------------------------------------
+def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.Tensor:
+    """float32 tensor -> uint8 codes by integer arithmetic on the float32 bits."""
+    bits = x.contiguous().view(torch.int32).to(torch.int64)
+    sign = (bits >> 31) & 1
+    a = bits & 0x7FFFFFFF
+    is_nan = a > 0x7F800000
+    is_inf = a == 0x7F800000
+    e32 = a >> 23
+    frac = a & 0x7FFFFF
+    # significand with its implicit bit; float32 subnormals have exponent -126 and none
+    sig = torch.where(e32 > 0, frac | (1 << 23), frac)
+    ue = torch.where(e32 > 0, e32 - 127, torch.full_like(e32, -126))
+
+    m = fmt.man_bits
+    ue_c = ue.clamp(min=fmt.emin)
+    # bits to drop; 25 or more drops everything (sig < 2^24) so clamp keeps shifts in range
+    shift = (23 - m + (ue_c - ue)).clamp(max=26)
+    q = sig >> shift
+    rem = sig & ((1 << shift) - 1)
+    half = 1 << (shift - 1)
+    round_up = (rem > half) | ((rem == half) & ((q & 1) == 1))
+    q = q + round_up.to(q.dtype)
+    exp_base = fmt.emin + fmt.bias - (1 if fmt.has_subnormals else 0)
+    # below emin the exponent field stays at its smallest; the implicit bit is in q
+    mag = ((ue_c - fmt.emin + exp_base) << m) + q - (0 if fmt.has_subnormals else 1)
+
+    if not fmt.has_zero:
+        # E8M0: no zero, so anything positive below 2^-127 goes to 2^-127 (code 0)
+        mag = mag.clamp(min=0)
+    overflow = is_inf | (mag > fmt.max_code)
+    if saturate:
+        mag = torch.where(overflow, torch.full_like(mag, fmt.max_code), mag)
+        overflow_to_nan = torch.zeros_like(overflow)
+    else:
+        inf_code = fmt.inf_codes[0] if fmt.has_inf else fmt.canonical_nan_code
+        mag = torch.where(overflow, torch.full_like(mag, inf_code), mag)
+        overflow_to_nan = overflow if not fmt.has_inf else torch.zeros_like(overflow)
+
+    nan_mask = is_nan | overflow_to_nan
+    if fmt.signed:
+        code = mag | (sign << 7)
+        if not fmt.has_negative_zero:
+            code = torch.where(mag == 0, torch.zeros_like(code), code)
+        if fmt.nan_rule == "fnuz":
+            nan_val = torch.full_like(code, fmt.canonical_nan_code)
+        else:
+            nan_val = fmt.canonical_nan_code | (sign << 7)
+        code = torch.where(nan_mask, nan_val, code)
+    else:
+        # unsigned E8M0: negatives and zeros have no encoding
+        no_code = (sign == 1) | (a == 0)
+        code = torch.where(nan_mask | no_code, torch.full_like(mag, fmt.canonical_nan_code), mag)
+    return code.to(torch.uint8)
+
+
+# --------------------------------------------------------------------------------------------
+# encode: table fast paths, built from _encode_exact
+# --------------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _table_16bit(fmt: Fp8Format, saturate: bool, dtype: torch.dtype) -> torch.Tensor:
+    """Codes of all 65,536 bit patterns of a 16-bit float dtype, indexed by pattern."""
+    patterns = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(dtype)
+    return _encode_exact(patterns.float(), fmt, saturate)
+
+
+_CHUNK = 1 << 18  # elements per step on CPU: keeps the int32 temporaries in cache
+
+
+def _f32_to_bf16_round_to_odd_bits(bits: torch.Tensor, out: torch.Tensor, tmp: torch.Tensor) -> None:
+    """out = the bfloat16 pattern of float32 ``bits`` rounded to odd (truncate, then set the
+    lowest bit if anything non-zero was cut off), as int32 in [0, 65535]."""
+    torch.bitwise_right_shift(bits, 16, out=out)
+    out.bitwise_and_(0xFFFF)  # the shift is arithmetic: drop the sign extension
+    torch.bitwise_and(bits, 0xFFFF, out=tmp)
+    tmp.clamp_(max=1)
+    out.bitwise_or_(tmp)
+
+
+def _encode_f32_fast(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.Tensor:
+    table = _table_16bit(fmt, saturate, torch.bfloat16).to(x.device)
+    bits = x.contiguous().view(torch.int32).reshape(-1)
+    out = torch.empty(bits.shape, dtype=torch.uint8, device=x.device)
+    chunk = _CHUNK if x.device.type == "cpu" else max(bits.numel(), 1)
+    key = torch.empty(min(chunk, bits.numel()), dtype=torch.int32, device=x.device)
+    tmp = torch.empty_like(key)
+    for i in range(0, bits.numel(), chunk):
+        n = min(chunk, bits.numel() - i)
+        _f32_to_bf16_round_to_odd_bits(bits[i : i + n], key[:n], tmp[:n])
+        torch.index_select(table, 0, key[:n], out=out[i : i + n])
+    return out.view(x.shape)
+
+
+def encode(x: torch.Tensor, fmt: "str | Fp8Format", saturate: bool = False) -> torch.Tensor:
+    """Round ``x`` to the nearest value of ``fmt`` (ties to even) and return its uint8 codes.
+
+    ``x``: float32, bfloat16 or float16 tensor (any shape, any device). ``saturate``: clamp
+    finite overflow and +-inf to +-max instead of producing inf/NaN. See the module docstring
+    for NaN, zero and E8M0 rules.
+    """
+    fmt = get_format(fmt)
+    _check_tensor(x, "x", SUPPORTED_INPUT_DTYPES)
+    _check_saturate(saturate)
+    if x.dtype == torch.float32:
+        return _encode_f32_fast(x, fmt, saturate)
+    table = _table_16bit(fmt, saturate, x.dtype).to(x.device)
+    key = x.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
+    return table[key]
+
+
+def round_to_format(x: torch.Tensor, fmt: "str | Fp8Format", saturate: bool = False) -> torch.Tensor:
+    """``decode(encode(x))``: x rounded to the format, as float32."""
+    return decode(encode(x, fmt, saturate=saturate), fmt)

@@ -1,0 +1,255 @@
+"""FP8 (and E8M0) format specs derived from their bit layouts.
+
+Nothing here is a copied constant: max, min normal, min subnormal and eps are computed from
+the exponent/mantissa widths, the bias and the format's rules for special encodings.
+
+Sources for the bit definitions:
+- E4M3FN, E5M2: OCP 8-bit Floating Point Specification (OFP8) rev 1.0. E5M2 follows IEEE 754
+  (inf and NaN in the all-ones exponent); E4M3FN has no inf and a single NaN mantissa (S.1111.111),
+  which frees the rest of the top binade for finite values.
+- E4M3FNUZ, E5M2FNUZ: Graphcore/AMD "FNUZ" formats (as in LLVM's APFloat and ml_dtypes):
+  bias one larger than IEEE, no inf, no negative zero, the single NaN is 0x80.
+- E8M0FNU: OCP Microscaling (MX) v1.0 scale format: 8 exponent bits, no mantissa, no sign,
+  no zero, bias 127, NaN = 0xFF.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Iterable
+
+__all__ = [
+    "Fp8Format",
+    "E4M3FN",
+    "E5M2",
+    "E4M3FNUZ",
+    "E5M2FNUZ",
+    "E8M0FNU",
+    "FORMATS",
+    "FP8_FORMATS",
+    "get_format",
+    "formats_table",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Fp8Format:
+    """One 8-bit floating-point format, described by its bits.
+
+    ``nan_rule`` says which codes are NaN:
+      - ``"ieee"``: all-ones exponent with a non-zero mantissa (and all-ones exponent with a zero
+        mantissa is +-inf);
+      - ``"fn"``: only all-ones exponent *and* all-ones mantissa (both signs); no inf;
+      - ``"fnuz"``: only 0x80 (the code that would be negative zero); no inf, no -0;
+      - ``"e8m0"``: only 0xFF; there is no sign bit, no zero and no inf.
+    """
+
+    name: str
+    exp_bits: int
+    man_bits: int
+    bias: int
+    signed: bool
+    nan_rule: str
+    torch_name: str
+    ml_dtypes_name: str
+
+    def __post_init__(self) -> None:
+        if self.nan_rule not in ("ieee", "fn", "fnuz", "e8m0"):
+            raise ValueError(f"nan_rule: expected one of ieee/fn/fnuz/e8m0, got {self.nan_rule!r}")
+        if self.signed + self.exp_bits + self.man_bits != 8:
+            raise ValueError(
+                f"{self.name}: sign + exponent + mantissa bits must be 8, got "
+                f"{int(self.signed)} + {self.exp_bits} + {self.man_bits}"
+            )
+
+    # --- properties of the encoding -------------------------------------------------------
+    @property
+    def has_inf(self) -> bool:
+        return self.nan_rule == "ieee"
+
+    @property
+    def has_negative_zero(self) -> bool:
+        return self.signed and self.nan_rule in ("ieee", "fn")
+
+    @property
+    def has_zero(self) -> bool:
+        return self.nan_rule != "e8m0"
+
+    @property
+    def has_subnormals(self) -> bool:
+        # E8M0's exponent field 0 is the ordinary value 2^-127: it has no mantissa to denormalise.
+        return self.man_bits > 0
+
+    @property
+    def exp_field_max(self) -> int:
+        return (1 << self.exp_bits) - 1
+
+    def is_nan_code(self, code: int) -> bool:
+        sign, exp, man = self.split(code)
+        if self.nan_rule == "ieee":
+            return exp == self.exp_field_max and man != 0
+        if self.nan_rule == "fn":
+            return exp == self.exp_field_max and man == (1 << self.man_bits) - 1
+        if self.nan_rule == "fnuz":
+            return code == 0x80
+        return code == 0xFF  # e8m0
+
+    def is_inf_code(self, code: int) -> bool:
+        _, exp, man = self.split(code)
+        return self.nan_rule == "ieee" and exp == self.exp_field_max and man == 0
+
+    def split(self, code: int) -> tuple[int, int, int]:
+        """(sign, biased exponent field, mantissa field) of a code."""
+        if not 0 <= code <= 255:
+            raise ValueError(f"code: expected an integer in [0, 255], got {code!r}")
+        sign = (code >> 7) & 1 if self.signed else 0
+        exp = (code >> self.man_bits) & self.exp_field_max
+        man = code & ((1 << self.man_bits) - 1)
+        return sign, exp, man
+
+    def value_of(self, code: int) -> float:
+        """The real value of one code (Python float: exact for every 8-bit format)."""
+        if self.is_nan_code(code):
+            return math.nan
+        sign, exp, man = self.split(code)
+        s = -1.0 if sign else 1.0
+        if self.is_inf_code(code):
+            return s * math.inf
+        if exp == 0 and self.has_subnormals:
+            # subnormal: 0.man x 2^(1 - bias)
+            return s * math.ldexp(man, 1 - self.bias - self.man_bits)
+        # normal: 1.man x 2^(exp - bias)
+        return s * math.ldexp((1 << self.man_bits) + man, exp - self.bias - self.man_bits)
+
+    def all_values(self) -> list[float]:
+        """The value of each of the 256 codes, indexed by code."""
+        return [self.value_of(c) for c in range(256)]
+
+    # --- derived constants -----------------------------------------------------------------
+    @property
+    def max_code(self) -> int:
+        """The code of the largest finite value."""
+        return max(
+            (c for c in range(128 if self.signed else 256) if math.isfinite(self.value_of(c))),
+            key=self.value_of,
+        )
+
+    @property
+    def max(self) -> float:
+        return self.value_of(self.max_code)
+
+    @property
+    def min_normal(self) -> float:
+        """Smallest positive normal value (for E8M0, the smallest value: 2^-bias)."""
+        first = 1 if self.has_subnormals else 0
+        return math.ldexp(1.0, first - self.bias)
+
+    @property
+    def min_subnormal(self) -> float:
+        """Smallest positive value; equals min_normal when the format has no subnormals."""
+        if not self.has_subnormals:
+            return self.min_normal
+        return math.ldexp(1.0, 1 - self.bias - self.man_bits)
+
+    @property
+    def eps(self) -> float:
+        """Distance from 1.0 to the next larger value (2^-man_bits; 1.0 for E8M0)."""
+        return math.ldexp(1.0, -self.man_bits)
+
+    @property
+    def emin(self) -> int:
+        """Unbiased exponent of the smallest normal value."""
+        return math.frexp(self.min_normal)[1] - 1
+
+    @property
+    def emax(self) -> int:
+        """Unbiased exponent of the largest finite value."""
+        return math.frexp(self.max)[1] - 1
+
+    @property
+    def nan_codes(self) -> tuple[int, ...]:
+        return tuple(c for c in range(256) if self.is_nan_code(c))
+
+    @property
+    def inf_codes(self) -> tuple[int, ...]:
+        return tuple(c for c in range(256) if self.is_inf_code(c))
+
+    @property
+    def canonical_nan_code(self) -> int:
+        """The NaN the codec writes for a positive NaN (negative NaN sets the sign bit where one exists)."""
+        return max(c for c in self.nan_codes if c < 128) if self.nan_rule in ("ieee", "fn") else self.nan_codes[0]
+
+    def torch_dtype(self):
+        """The matching ``torch.float8_*`` dtype, or ``None`` when this torch lacks it."""
+        import torch
+
+        return getattr(torch, self.torch_name, None)
+
+    def ml_dtype(self):
+        """The matching ml_dtypes scalar type, or ``None`` when ml_dtypes is missing or lacks it."""
+        try:
+            import ml_dtypes
+        except ImportError:
+            return None
+        return getattr(ml_dtypes, self.ml_dtypes_name, None)
+
+    def describe(self) -> dict:
+        """The format's derived constants as a plain dict (stable key order)."""
+        return {
+            "name": self.name,
+            "exp_bits": self.exp_bits,
+            "man_bits": self.man_bits,
+            "bias": self.bias,
+            "signed": self.signed,
+            "has_inf": self.has_inf,
+            "has_negative_zero": self.has_negative_zero,
+            "has_zero": self.has_zero,
+            "nan_codes": [f"0x{c:02x}" for c in self.nan_codes],
+            "max": self.max,
+            "min_normal": self.min_normal,
+            "min_subnormal": self.min_subnormal,
+            "eps": self.eps,
+        }
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _ieee_bias(exp_bits: int) -> int:
+    return (1 << (exp_bits - 1)) - 1
+
+
+E4M3FN = Fp8Format("e4m3fn", 4, 3, _ieee_bias(4), True, "fn", "float8_e4m3fn", "float8_e4m3fn")
+E5M2 = Fp8Format("e5m2", 5, 2, _ieee_bias(5), True, "ieee", "float8_e5m2", "float8_e5m2")
+# FNUZ: the bias is one larger than IEEE's, so the top binade is finite and 0x80 is the only NaN.
+E4M3FNUZ = Fp8Format("e4m3fnuz", 4, 3, _ieee_bias(4) + 1, True, "fnuz", "float8_e4m3fnuz", "float8_e4m3fnuz")
+E5M2FNUZ = Fp8Format("e5m2fnuz", 5, 2, _ieee_bias(5) + 1, True, "fnuz", "float8_e5m2fnuz", "float8_e5m2fnuz")
+E8M0FNU = Fp8Format("e8m0fnu", 8, 0, _ieee_bias(8), False, "e8m0", "float8_e8m0fnu", "float8_e8m0fnu")
+
+FORMATS: dict[str, Fp8Format] = {f.name: f for f in (E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ, E8M0FNU)}
+# The four element formats with a sign and a mantissa (what training casts to).
+FP8_FORMATS: tuple[Fp8Format, ...] = (E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ)
+
+
+def get_format(fmt: "str | Fp8Format") -> Fp8Format:
+    """Look a format up by name (``"e4m3fn"``, ``"float8_e4m3fn"``), or pass one through."""
+    if isinstance(fmt, Fp8Format):
+        return fmt
+    if isinstance(fmt, str):
+        key = fmt.lower().removeprefix("torch.").removeprefix("float8_")
+        if key in FORMATS:
+            return FORMATS[key]
+        raise ValueError(f"fmt: expected one of {sorted(FORMATS)}, got {fmt!r}")
+    raise TypeError(f"fmt: expected an Fp8Format or a format name, got {type(fmt).__name__}")
+
+
+def formats_table(formats: Iterable[Fp8Format] = FORMATS.values()) -> str:
+    """A plain-text table of the derived constants (for ``python -m fp8ref formats``)."""
+    cols = ["name", "exp_bits", "man_bits", "bias", "has_inf", "has_negative_zero", "max",
+            "min_normal", "min_subnormal", "eps", "nan_codes"]
+    rows = [[str(f.describe()[c]) if c != "nan_codes" else " ".join(f.describe()[c]) for c in cols]
+            for f in formats]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
+    fmt_row = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths))  # noqa: E731
+    return "\n".join([fmt_row(cols), fmt_row(["-" * w for w in widths]), *map(fmt_row, rows)])

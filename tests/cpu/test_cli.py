@@ -1,0 +1,50 @@
+"""``python -m fp8ref``: the format table and the codec benchmark run and say what they should."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fp8ref.__main__ import main
+from fp8ref.bench import best_time, codec_throughput
+from fp8ref.formats import FORMATS
+
+
+def test_formats_table_lists_every_format(capsys):
+    assert main(["formats"]) == 0
+    out = capsys.readouterr().out
+    for name, fmt in FORMATS.items():
+        line = next(l for l in out.splitlines() if l.startswith(name + " "))
+        assert repr(fmt.max) in line
+
+
+def test_formats_json_round_trips(capsys):
+    assert main(["formats", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in rows] == list(FORMATS)
+    assert rows[0] == FORMATS["e4m3fn"].describe()
+
+
+def test_bench_codec_reports_a_ratio_per_format(capsys):
+    assert main(["bench", "codec", "--n", "4096", "--repeat", "1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert {r["format"] for r in rows} == {"e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"}
+    for r in rows:
+        assert r["ratio"] == pytest.approx(r["native_s"] / r["codec_s"])
+
+
+def test_module_entry_point_and_help():
+    out = subprocess.run([sys.executable, "-m", "fp8ref", "--help"], capture_output=True, text=True, check=True)
+    assert "formats" in out.stdout and "bench" in out.stdout
+    bad = subprocess.run([sys.executable, "-m", "fp8ref", "nope"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: codec_throughput(n=0), "n: expected a positive int"),
+    (lambda: best_time(lambda: None, repeat=0), "repeat: expected a positive int"),
+])
+def test_bench_rejects_bad_arguments(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
