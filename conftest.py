@@ -26,6 +26,9 @@ try:
     # dev: random examples, a local example database, still no deadline.
     settings.register_profile("dev", deadline=None, max_examples=200,
                               suppress_health_check=[HealthCheck.too_slow])
+    # thorough: a deeper search for counterexamples, run by hand (--hypothesis-profile thorough).
+    settings.register_profile("thorough", deadline=None, max_examples=3000,
+                              suppress_health_check=[HealthCheck.too_slow])
     settings.load_profile(os.environ.get("FP8REF_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 except ImportError:  # hypothesis tests are skipped by the needs marker
     pass
@@ -100,10 +103,20 @@ def gpu_device(request: pytest.FixtureRequest) -> str:
 
 # --- the cast-conformance summary ------------------------------------------------------------
 _REPORTS_KEY = pytest.StashKey[list]()
+_OBSERVED_KEY = pytest.StashKey[dict]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_REPORTS_KEY] = []
+    config.stash[_OBSERVED_KEY] = {}
+
+
+@pytest.fixture
+def record_observation(request: pytest.FixtureRequest):
+    """Note an implementation-defined outcome (key -> value) for the end-of-session summary."""
+    def record(key: str, value) -> None:
+        request.config.stash[_OBSERVED_KEY][key] = value
+    return record
 
 
 @pytest.fixture
@@ -113,11 +126,15 @@ def record_cast_report(request: pytest.FixtureRequest):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    observed = config.stash.get(_OBSERVED_KEY, {})
+    if observed:
+        terminalreporter.section("FP8 behaviour observed on this install")
+        for key in sorted(observed):
+            terminalreporter.write_line(f"{key}: {observed[key]}")
     reports = config.stash.get(_REPORTS_KEY, [])
-    if not reports:
-        return
-    from fp8ref.conformance import summarize_reports
+    if reports:
+        from fp8ref.conformance import summarize_reports
 
-    terminalreporter.section("FP8 cast conformance (observed on this install)")
-    for line in summarize_reports(reports):
-        terminalreporter.write_line(line)
+        terminalreporter.section("FP8 cast conformance (observed on this install)")
+        for line in summarize_reports(reports):
+            terminalreporter.write_line(line)

@@ -80,7 +80,8 @@ def decode(codes: torch.Tensor, fmt: "str | Fp8Format") -> torch.Tensor:
     """uint8 codes -> float32 values (exact: every 8-bit value is a float32)."""
     fmt = get_format(fmt)
     _check_tensor(codes, "codes", (torch.uint8,))
-    return decode_table(fmt, codes.device)[codes.long()]
+    flat = codes.reshape(-1).to(torch.int32)
+    return torch.index_select(decode_table(fmt, codes.device), 0, flat).view(codes.shape)
 
 
 # --------------------------------------------------------------------------------------------

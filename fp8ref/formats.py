@@ -16,6 +16,7 @@ Sources for the bit definitions:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Iterable
 
@@ -126,8 +127,8 @@ class Fp8Format:
         """The value of each of the 256 codes, indexed by code."""
         return [self.value_of(c) for c in range(256)]
 
-    # --- derived constants -----------------------------------------------------------------
-    @property
+    # --- derived constants (computed once per format; the dataclass is frozen) ---------------
+    @functools.cached_property
     def max_code(self) -> int:
         """The code of the largest finite value."""
         return max(
@@ -135,47 +136,47 @@ class Fp8Format:
             key=self.value_of,
         )
 
-    @property
+    @functools.cached_property
     def max(self) -> float:
         return self.value_of(self.max_code)
 
-    @property
+    @functools.cached_property
     def min_normal(self) -> float:
         """Smallest positive normal value (for E8M0, the smallest value: 2^-bias)."""
         first = 1 if self.has_subnormals else 0
         return math.ldexp(1.0, first - self.bias)
 
-    @property
+    @functools.cached_property
     def min_subnormal(self) -> float:
         """Smallest positive value; equals min_normal when the format has no subnormals."""
         if not self.has_subnormals:
             return self.min_normal
         return math.ldexp(1.0, 1 - self.bias - self.man_bits)
 
-    @property
+    @functools.cached_property
     def eps(self) -> float:
         """Distance from 1.0 to the next larger value (2^-man_bits; 1.0 for E8M0)."""
         return math.ldexp(1.0, -self.man_bits)
 
-    @property
+    @functools.cached_property
     def emin(self) -> int:
         """Unbiased exponent of the smallest normal value."""
         return math.frexp(self.min_normal)[1] - 1
 
-    @property
+    @functools.cached_property
     def emax(self) -> int:
         """Unbiased exponent of the largest finite value."""
         return math.frexp(self.max)[1] - 1
 
-    @property
+    @functools.cached_property
     def nan_codes(self) -> tuple[int, ...]:
         return tuple(c for c in range(256) if self.is_nan_code(c))
 
-    @property
+    @functools.cached_property
     def inf_codes(self) -> tuple[int, ...]:
         return tuple(c for c in range(256) if self.is_inf_code(c))
 
-    @property
+    @functools.cached_property
     def canonical_nan_code(self) -> int:
         """The NaN the codec writes for a positive NaN (negative NaN sets the sign bit where one exists)."""
         return max(c for c in self.nan_codes if c < 128) if self.nan_rule in ("ieee", "fn") else self.nan_codes[0]

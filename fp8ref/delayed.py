@@ -1,0 +1,155 @@
+"""Delayed scaling state: scales computed from an amax history instead of the current tensor.
+
+Two forms:
+
+``DelayedScaling`` — TransformerEngine's recipe (``transformer_engine.common.recipe.DelayedScaling``):
+an amax history of ``history_len`` steps, reduced by ``max`` or ``most_recent``, ``margin``,
+``scale = (fp8_max / amax) / 2^margin``. The scale used at step t comes from amaxes recorded
+*before* step t. As in TE, a reduced amax that is 0, inf or NaN keeps the previous scale.
+
+``Fp8State`` / ``TensorMeta`` — the form in the seed design (a TE-style state from another
+project): per-weight meta keyed by the weight's identity (data pointer, shape, dtype); the
+weight's scale refreshed every ``update_interval`` steps from its history window (max); the
+activation and gradient scales delayed by exactly one call (the amax of call t sets the scale
+of call t+1). The seed's code would turn an inf amax into a zero scale; here the same
+keep-previous rule as TE applies, so one bad step cannot poison the scales.
+
+All scales use torchao's convention (multiplied on quantize); ``.scale_inv`` gives TE's.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .formats import E4M3FN, Fp8Format, get_format
+from .scaling import amax_to_scale
+
+__all__ = ["DelayedScaling", "TensorMeta", "Fp8State"]
+
+
+def _check_amax(a) -> torch.Tensor:
+    if isinstance(a, (int, float)):
+        return torch.tensor(float(a), dtype=torch.float32)
+    if not isinstance(a, torch.Tensor) or not a.is_floating_point():
+        raise TypeError(f"amax: expected a float tensor or number, got {type(a).__name__}")
+    if a.numel() != 1:
+        raise ValueError(f"amax: expected one value, got shape {tuple(a.shape)}")
+    return a.detach().reshape(()).to(torch.float32)
+
+
+def _scale_or_keep(amax: torch.Tensor, previous: torch.Tensor, fmt: Fp8Format, margin: int = 0,
+                   pow2: bool = False) -> torch.Tensor:
+    """TE's rule: a new scale from a positive finite amax, otherwise the previous scale."""
+    new = amax_to_scale(amax, fmt, margin=margin, pow2=pow2)
+    good = torch.isfinite(amax) & (amax > 0)
+    return torch.where(good, new, previous)
+
+
+class DelayedScaling:
+    """TransformerEngine-style delayed scaling for one tensor.
+
+    Use: ``scale = ds.scale`` to quantize at this step, then ``ds.update(amax_of_this_step)``.
+    ``interval`` recomputes the scale every ``interval`` updates (TE's former ``interval``);
+    the history is recorded at every update.
+    """
+
+    def __init__(self, fmt: "str | Fp8Format" = E4M3FN, history_len: int = 16, algo: str = "max",
+                 margin: int = 0, interval: int = 1, pow2: bool = False):
+        self.fmt = get_format(fmt)
+        if not isinstance(history_len, int) or history_len < 1:
+            raise ValueError(f"history_len: expected a positive int, got {history_len!r}")
+        if algo not in ("max", "most_recent"):
+            raise ValueError(f"algo: expected 'max' or 'most_recent', got {algo!r}")
+        if not isinstance(margin, int) or isinstance(margin, bool):
+            raise TypeError(f"margin: expected an int, got {margin!r}")
+        if not isinstance(interval, int) or interval < 1:
+            raise ValueError(f"interval: expected a positive int, got {interval!r}")
+        self.history_len, self.algo, self.margin, self.interval, self.pow2 = history_len, algo, margin, interval, pow2
+        self.amax_history = torch.zeros(history_len, dtype=torch.float32)  # [0] is the most recent
+        self.scale = torch.ones((), dtype=torch.float32)
+        self.steps = 0
+
+    @property
+    def scale_inv(self) -> torch.Tensor:
+        return (1.0 / self.scale).to(torch.float32)
+
+    def reduced_amax(self) -> torch.Tensor:
+        if self.algo == "max":
+            return self.amax_history.max()
+        return self.amax_history[0]
+
+    def update(self, amax) -> torch.Tensor:
+        """Record this step's amax; recompute the scale (every ``interval`` updates). Returns it."""
+        a = _check_amax(amax)
+        self.amax_history = torch.roll(self.amax_history, 1)
+        self.amax_history[0] = a
+        self.steps += 1
+        if self.steps % self.interval == 0:
+            self.scale = _scale_or_keep(self.reduced_amax(), self.scale, self.fmt, self.margin, self.pow2)
+        return self.scale
+
+
+class TensorMeta:
+    """Scales for one weight and the activation and gradient that meet it (seed form).
+
+    ``w_scale``: from the max of a ring buffer of the last ``window`` weight amaxes, refreshed
+    by ``refresh()`` (called every ``update_interval`` steps by ``Fp8State.step``).
+    ``x_scale`` / ``g_scale``: delayed one call (``update_x`` / ``update_g`` after each use).
+    The history starts at ones and every scale at 1, as in the seed.
+    """
+
+    def __init__(self, window: int = 16, fmt: Fp8Format = E4M3FN, grad_fmt: Fp8Format = E4M3FN):
+        self.fmt, self.grad_fmt = get_format(fmt), get_format(grad_fmt)
+        self.amax_history = torch.ones(window, dtype=torch.float32)
+        self.idx = 0
+        self.w_scale = torch.ones((), dtype=torch.float32)
+        self.x_scale = torch.ones((), dtype=torch.float32)
+        self.g_scale = torch.ones((), dtype=torch.float32)
+
+    def record(self, amax_w) -> None:
+        self.amax_history[self.idx] = _check_amax(amax_w)
+        self.idx = (self.idx + 1) % self.amax_history.numel()
+
+    def refresh(self) -> None:
+        self.w_scale = _scale_or_keep(self.amax_history.max(), self.w_scale, self.fmt)
+
+    def update_x(self, amax_x) -> None:
+        self.x_scale = _scale_or_keep(_check_amax(amax_x), self.x_scale, self.fmt)
+
+    def update_g(self, amax_g) -> None:
+        self.g_scale = _scale_or_keep(_check_amax(amax_g), self.g_scale, self.grad_fmt)
+
+
+class Fp8State:
+    """The seed's global state: enabled flag, step counter, metas keyed by weight identity."""
+
+    def __init__(self, update_interval: int = 16, fmt: Fp8Format = E4M3FN, grad_fmt: Fp8Format = E4M3FN):
+        if not isinstance(update_interval, int) or update_interval < 1:
+            raise ValueError(f"update_interval: expected a positive int, got {update_interval!r}")
+        self.update_interval = update_interval
+        self.fmt, self.grad_fmt = get_format(fmt), get_format(grad_fmt)
+        self.enabled = False
+        self.step_count = 0
+        self.metas: dict[tuple, TensorMeta] = {}
+
+    @staticmethod
+    def key(w: torch.Tensor) -> tuple:
+        return (w.data_ptr(), tuple(w.shape), w.dtype)
+
+    def meta_for(self, w: torch.Tensor) -> TensorMeta:
+        k = self.key(w)
+        if k not in self.metas:
+            self.metas[k] = TensorMeta(self.update_interval, self.fmt, self.grad_fmt)
+        return self.metas[k]
+
+    def step(self) -> None:
+        """One training step: every ``update_interval`` steps, refresh every weight scale."""
+        self.step_count += 1
+        if self.step_count % self.update_interval == 0:
+            for meta in self.metas.values():
+                meta.refresh()
+
+    def reset(self) -> None:
+        self.enabled = False
+        self.step_count = 0
+        self.metas.clear()

@@ -1,0 +1,105 @@
+"""A small FP8 container and quantize / dequantize.
+
+``quantize`` follows torchao's float8 cast (``float8_utils`` / ``hp_tensor_and_scale_to_float8``,
+v0.18): ``codes = fp8(clamp(float32(x) * scale, -max, max))``; ``dequantize`` is
+``decode(codes) / scale`` (in float32, then to the requested dtype). MX uses the same path with
+``scale = 2^-e``, i.e. the elements are ``x / X`` for the block's E8M0 scale ``X = 2^e``.
+
+By default the FP8 codes come from fp8ref's codec. ``cast="native"`` uses torch's own
+``Tensor.to(torch.float8_*)`` instead, for speed or to reproduce torchao end to end; it is only
+as trustworthy as the cast conformance tests say torch's cast is on this install.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from .codec import decode, encode
+from .formats import E8M0FNU, Fp8Format, get_format
+from .scaling import EPS, Granularity, compute_scale, expand_scale, tensorwise
+
+__all__ = ["Float8Data", "quantize", "dequantize", "quantize_with_scale"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Float8Data:
+    """FP8 codes plus what it takes to read them back.
+
+    codes: uint8, the shape of the original tensor. scale: float32 per scaling group (torchao
+    convention: multiplied on quantize). granularity, fmt, orig_dtype: as quantized.
+    """
+
+    codes: torch.Tensor
+    scale: torch.Tensor
+    granularity: Granularity
+    fmt: Fp8Format
+    orig_dtype: torch.dtype
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.codes.shape
+
+    @property
+    def scale_inv(self) -> torch.Tensor:
+        """TransformerEngine's convention: what dequantize multiplies by."""
+        return (1.0 / self.scale).to(torch.float32)
+
+    @property
+    def scale_e8m0(self) -> torch.Tensor:
+        """MX only: the block scales as E8M0 codes (``X = 2^e = 1 / scale``)."""
+        if self.granularity.kind != "mx":
+            raise ValueError(f"scale_e8m0: only MX data has E8M0 scales, this is {self.granularity}")
+        return encode(self.scale_inv, E8M0FNU)
+
+    def values(self) -> torch.Tensor:
+        """The FP8 values before unscaling, float32."""
+        return decode(self.codes, self.fmt)
+
+    def dequantize(self, dtype: "torch.dtype | None" = None) -> torch.Tensor:
+        return dequantize(self, dtype)
+
+
+def _cast(y: torch.Tensor, fmt: Fp8Format, cast: str) -> torch.Tensor:
+    if cast == "codec":
+        return encode(y, fmt, saturate=True)
+    if cast == "native":
+        dtype = fmt.torch_dtype()
+        if dtype is None:
+            raise ValueError(f"cast: torch {torch.__version__} has no {fmt.torch_name} for cast='native'")
+        return y.to(dtype).view(torch.uint8)
+    raise ValueError(f"cast: expected 'codec' or 'native', got {cast!r}")
+
+
+def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: "str | Fp8Format",
+                        granularity: "Granularity | None" = None, *, cast: str = "codec") -> Float8Data:
+    """Quantize with a given scale (static or delayed scaling). ``scale`` is shaped per group."""
+    fmt = get_format(fmt)
+    g = granularity if granularity is not None else tensorwise()
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+        raise TypeError(f"x: expected a floating-point torch.Tensor, got "
+                        f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}")
+    if isinstance(scale, (int, float)):
+        scale = torch.tensor(float(scale), dtype=torch.float32, device=x.device)
+    if not isinstance(scale, torch.Tensor):
+        raise TypeError(f"scale: expected a tensor or a number, got {type(scale).__name__}")
+    s = expand_scale(scale.to(device=x.device, dtype=torch.float32), g, x.shape)
+    y = (x.to(torch.float32) * s).clamp(-fmt.max, fmt.max)
+    return Float8Data(_cast(y, fmt, cast), scale.to(torch.float32), g, fmt, x.dtype)
+
+
+def quantize(x: torch.Tensor, fmt: "str | Fp8Format", granularity: "Granularity | None" = None, *,
+             pow2: bool = False, eps: float = EPS, margin: int = 0, cast: str = "codec") -> Float8Data:
+    """Current scaling: compute the scale from ``x`` itself, then quantize."""
+    g = granularity if granularity is not None else tensorwise()
+    scale = compute_scale(x, fmt, g, pow2=pow2, eps=eps, margin=margin)
+    return quantize_with_scale(x, scale, fmt, g, cast=cast)
+
+
+def dequantize(q: Float8Data, dtype: "torch.dtype | None" = None) -> torch.Tensor:
+    """``decode(codes) / scale`` in float32, then ``dtype`` (default: the original dtype)."""
+    if not isinstance(q, Float8Data):
+        raise TypeError(f"q: expected a Float8Data, got {type(q).__name__}")
+    s = expand_scale(q.scale, q.granularity, q.codes.shape)
+    return (q.values() / s).to(dtype or q.orig_dtype)

@@ -1,0 +1,249 @@
+"""amax -> scale, for every granularity FP8 training uses, from the documented formulas.
+
+Convention (torchao's): ``scale`` multiplies on quantize and divides on dequantize,
+``codes = encode(clamp(x * scale, -max, max))``, ``x ~= decode(codes) / scale``.
+TransformerEngine stores ``scale_inv = 1 / scale`` beside the data; ``to_scale_inv`` converts.
+
+Formulas (cited; nothing here calls torchao or TransformerEngine):
+- torchao ``float8_utils.amax_to_scale`` (v0.18): ``scale = float32(fp8_max / clamp(float64(amax),
+  min=1e-12))``; power-of-two rounding ``exp2(floor(log2(scale)))``. Here the floor is taken
+  exactly (from the float's exponent bits), not through a rounded log2.
+- TransformerEngine ``DelayedScaling``: ``scale = (fp8_max / amax) / 2^margin``.
+- OCP Microscaling (MX) v1.0, as in torchao ``prototype.mx_formats``: blocks of 32 along the last
+  dim, an E8M0 (power-of-two) scale ``X`` per block, elements ``x / X`` cast with saturation.
+  FLOOR: ``log2(X) = floor(log2(amax)) - emax_elem`` (emax 8 for E4M3, 15 for E5M2).
+  RCEIL (cuBLAS / TransformerEngine): ``log2(X) = ceil(log2(amax / max_elem))``, which never lets
+  an element exceed ``max_elem``. Both clamped to E8M0's range [-127, 127].
+- DeepSeek-V3: activations in 1x128 tiles, weights in 128x128 blocks.
+
+Granularities whose block does not divide the tensor's shape raise a ValueError (no silent
+padding): a partial tile would need a choice (pad with zeros? its own amax?) that the recipes
+this models make differently.
+
+Special amax values, all following the formulas above: amax 0 gives ``fp8_max / 1e-12`` (the eps
+clamp; zeros quantize to zero); amax inf gives scale 0 and amax NaN gives scale NaN, so a tensor
+holding inf/NaN does not quantize to anything meaningful under current scaling (delayed scaling
+keeps the previous scale instead: see ``delayed``). For MX, non-finite amax gives a NaN scale
+(E8M0 0xFF) and amax 0 the smallest scale, 2^-127.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from .formats import E8M0FNU, Fp8Format, get_format
+
+__all__ = [
+    "EPS",
+    "Granularity",
+    "tensorwise",
+    "axiswise",
+    "tile",
+    "block",
+    "mx",
+    "amax",
+    "amax_to_scale",
+    "round_down_to_pow2",
+    "mx_scale_exponent",
+    "compute_scale",
+    "expand_scale",
+    "to_scale_inv",
+    "from_scale_inv",
+]
+
+EPS = 1e-12  # torchao float8_utils.EPS
+
+
+@dataclasses.dataclass(frozen=True)
+class Granularity:
+    """How many elements share one scale.
+
+    kind: ``tensorwise`` (one scale); ``axiswise`` (one per slice, reducing along ``dim``, as
+    torchao's ``axiswise_dim``); ``tile`` (1 x ``size`` along the last dim); ``block``
+    (``size`` x ``size`` over the last two dims); ``mx`` (1 x ``size`` along the last dim with a
+    power-of-two E8M0 scale, ``mx_mode`` ``floor`` or ``rceil``).
+    """
+
+    kind: str
+    dim: "int | None" = None
+    size: "int | None" = None
+    mx_mode: "str | None" = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("tensorwise", "axiswise", "tile", "block", "mx"):
+            raise ValueError(f"kind: expected tensorwise/axiswise/tile/block/mx, got {self.kind!r}")
+        if self.kind == "axiswise" and not isinstance(self.dim, int):
+            raise TypeError(f"dim: expected an int for axiswise granularity, got {self.dim!r}")
+        if self.kind in ("tile", "block", "mx") and (not isinstance(self.size, int) or self.size < 1):
+            raise ValueError(f"size: expected a positive int for {self.kind} granularity, got {self.size!r}")
+        if self.kind == "mx" and self.mx_mode not in ("floor", "rceil"):
+            raise ValueError(f"mx_mode: expected 'floor' or 'rceil', got {self.mx_mode!r}")
+
+    def __str__(self) -> str:
+        return {
+            "tensorwise": "tensorwise",
+            "axiswise": f"axiswise(dim={self.dim})",
+            "tile": f"1x{self.size}",
+            "block": f"{self.size}x{self.size}",
+            "mx": f"mx{self.size}-{self.mx_mode}",
+        }[self.kind]
+
+    def check_shape(self, shape: torch.Size) -> None:
+        """Raise ValueError if a tensor of ``shape`` cannot be scaled at this granularity."""
+        nd = len(shape)
+        if self.kind == "axiswise" and not -nd <= self.dim < max(nd, 1):
+            raise ValueError(f"dim: {self.dim} is out of range for a tensor of shape {tuple(shape)}")
+        if self.kind in ("tile", "mx"):
+            if nd < 1 or shape[-1] % self.size:
+                raise ValueError(f"x: {self} scaling needs the last dim to be a multiple of {self.size}, "
+                                 f"got shape {tuple(shape)}")
+        if self.kind == "block":
+            if nd < 2 or shape[-1] % self.size or shape[-2] % self.size:
+                raise ValueError(f"x: {self} scaling needs the last two dims to be multiples of {self.size}, "
+                                 f"got shape {tuple(shape)}")
+
+
+def tensorwise() -> Granularity:
+    return Granularity("tensorwise")
+
+
+def axiswise(dim: int = -1) -> Granularity:
+    """One scale per slice, reducing along ``dim`` (``-1``: one scale per row of a matrix)."""
+    return Granularity("axiswise", dim=dim)
+
+
+def tile(k: int = 128) -> Granularity:
+    """1 x k tiles along the last dim (DeepSeek-V3 activations: k = 128)."""
+    return Granularity("tile", size=k)
+
+
+def block(k: int = 128) -> Granularity:
+    """k x k blocks over the last two dims (DeepSeek-V3 weights: k = 128)."""
+    return Granularity("block", size=k)
+
+
+def mx(block_size: int = 32, mode: str = "floor") -> Granularity:
+    """OCP MX: 1 x block_size along the last dim, E8M0 scales; mode ``floor`` or ``rceil``."""
+    return Granularity("mx", size=block_size, mx_mode=mode)
+
+
+def _check_tensor(x, name: str = "x") -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
+    if not x.is_floating_point():
+        raise TypeError(f"{name}: expected a floating-point tensor, got {x.dtype}")
+
+
+def _check_granularity(g) -> Granularity:
+    if not isinstance(g, Granularity):
+        raise TypeError(f"granularity: expected a Granularity (tensorwise(), axiswise(), tile(), block(), mx()), "
+                        f"got {type(g).__name__}")
+    return g
+
+
+def amax(x: torch.Tensor, granularity: Granularity) -> torch.Tensor:
+    """max |x| per scaling group, float32 (NaN propagates). Shapes: tensorwise ``()``; axiswise
+    ``x`` with ``dim`` kept as 1; tile/mx ``(..., N // k)``; block ``(..., M // k, N // k)``."""
+    _check_tensor(x)
+    g = _check_granularity(granularity)
+    g.check_shape(x.shape)
+    a = x.float().abs()
+    if g.kind == "tensorwise":
+        return a.amax() if a.numel() else torch.zeros((), dtype=torch.float32, device=x.device)
+    if g.kind == "axiswise":
+        return a.amax(dim=g.dim, keepdim=True)
+    k = g.size
+    if g.kind in ("tile", "mx"):
+        return a.reshape(*a.shape[:-1], a.shape[-1] // k, k).amax(dim=-1)
+    m, n = a.shape[-2:]
+    return a.reshape(*a.shape[:-2], m // k, k, n // k, k).amax(dim=(-3, -1))
+
+
+def _floor_log2(v: torch.Tensor) -> torch.Tensor:
+    """Exact floor(log2(v)) for finite v > 0 (from frexp: v = m * 2^e, m in [0.5, 1))."""
+    return torch.frexp(v)[1].to(torch.int32) - 1
+
+
+def round_down_to_pow2(scale: torch.Tensor) -> torch.Tensor:
+    """The largest power of two <= scale, exactly; 0, inf and NaN pass through."""
+    _check_tensor(scale, "scale")
+    finite_pos = torch.isfinite(scale) & (scale > 0)
+    safe = torch.where(finite_pos, scale, torch.ones_like(scale))
+    p = torch.ldexp(torch.ones_like(safe), _floor_log2(safe).to(safe.dtype))
+    return torch.where(finite_pos, p, scale)
+
+
+def amax_to_scale(amax_: torch.Tensor, fmt: "str | Fp8Format", *, pow2: bool = False, eps: float = EPS,
+                  margin: int = 0) -> torch.Tensor:
+    """torchao's formula (float64 intermediate, eps clamp), TE's margin, optional pow2 rounding down."""
+    _check_tensor(amax_, "amax")
+    fmt = get_format(fmt)
+    if not isinstance(pow2, bool):
+        raise TypeError(f"pow2: expected a bool, got {type(pow2).__name__}")
+    if not (isinstance(eps, (int, float)) and eps > 0):
+        raise ValueError(f"eps: expected a positive number, got {eps!r}")
+    if not isinstance(margin, int) or isinstance(margin, bool):
+        raise TypeError(f"margin: expected an int, got {margin!r}")
+    s = (fmt.max / amax_.to(torch.float64).clamp(min=eps)) / (2.0 ** margin)
+    s = s.to(torch.float32)
+    return round_down_to_pow2(s) if pow2 else s
+
+
+def mx_scale_exponent(amax_: torch.Tensor, fmt: "str | Fp8Format", mode: str = "floor") -> torch.Tensor:
+    """The unbiased exponent e of the MX block scale X = 2^e (float32; NaN for non-finite amax)."""
+    _check_tensor(amax_, "amax")
+    fmt = get_format(fmt)
+    if mode not in ("floor", "rceil"):
+        raise ValueError(f"mode: expected 'floor' or 'rceil', got {mode!r}")
+    a = amax_.to(torch.float64)
+    ok = torch.isfinite(a)
+    pos = ok & (a > 0)
+    safe = torch.where(pos, a, torch.ones_like(a))
+    e = (_floor_log2(safe) - fmt.emax).to(torch.float64)
+    if mode == "rceil":
+        # ceil(log2(amax / max)) exactly: FLOOR's e, plus one if max * 2^e is still below amax
+        e = e + (safe > torch.ldexp(torch.full_like(safe, fmt.max), e)).to(e.dtype)
+    e = torch.where(pos, e, torch.full_like(e, float(E8M0FNU.emin)))  # amax 0 -> the smallest scale
+    e = e.clamp(E8M0FNU.emin, E8M0FNU.emax)
+    return torch.where(ok, e, torch.full_like(e, float("nan"))).to(torch.float32)
+
+
+def compute_scale(x: torch.Tensor, fmt: "str | Fp8Format", granularity: Granularity = None, *,
+                  pow2: bool = False, eps: float = EPS, margin: int = 0) -> torch.Tensor:
+    """Current (just-in-time) scaling: the scale for ``x`` itself, shaped like ``amax``.
+
+    For MX the scale is ``2^-e`` (exactly the reciprocal of the E8M0 block scale); ``pow2``,
+    ``eps`` and ``margin`` do not apply to MX (its scale is a power of two by definition).
+    """
+    g = _check_granularity(granularity if granularity is not None else tensorwise())
+    a = amax(x, g)
+    if g.kind == "mx":
+        e = mx_scale_exponent(a, fmt, g.mx_mode)
+        return torch.where(torch.isnan(e), e, torch.exp2(-e.to(torch.float64)).to(torch.float32))
+    return amax_to_scale(a, fmt, pow2=pow2, eps=eps, margin=margin)
+
+
+def expand_scale(scale: torch.Tensor, granularity: Granularity, shape: torch.Size) -> torch.Tensor:
+    """Broadcast a per-group scale to the full tensor shape (elementwise multiply ready)."""
+    g = _check_granularity(granularity)
+    _check_tensor(scale, "scale")
+    g.check_shape(shape)
+    if g.kind in ("tensorwise", "axiswise"):
+        return scale.expand(shape)
+    if g.kind in ("tile", "mx"):
+        return scale.repeat_interleave(g.size, dim=-1).reshape(shape)
+    return scale.repeat_interleave(g.size, dim=-2).repeat_interleave(g.size, dim=-1).reshape(shape)
+
+
+def to_scale_inv(scale: torch.Tensor) -> torch.Tensor:
+    """torchao's scale -> TransformerEngine's scale_inv (what dequantize multiplies by)."""
+    _check_tensor(scale, "scale")
+    return (1.0 / scale.to(torch.float32)).to(torch.float32)
+
+
+def from_scale_inv(scale_inv: torch.Tensor) -> torch.Tensor:
+    """TransformerEngine's scale_inv -> torchao's scale."""
+    _check_tensor(scale_inv, "scale_inv")
+    return (1.0 / scale_inv.to(torch.float32)).to(torch.float32)

@@ -1,0 +1,158 @@
+"""Delayed scaling: TransformerEngine's form and the seed design's per-weight meta, and the
+autocast-style context that routes F.linear of an unmodified model through emulated FP8."""
+
+import math
+
+import pytest
+import torch
+
+from fp8ref.delayed import DelayedScaling, Fp8State, TensorMeta
+from fp8ref.emulate import fp8_autocast, fp8_linear
+from fp8ref.formats import E4M3FN, E5M2
+from fp8ref.quantize import quantize_with_scale
+from fp8ref.scaling import amax_to_scale
+
+T = torch.tensor
+
+
+def _s(a, fmt=E4M3FN, margin=0):
+    return amax_to_scale(T(float(a)), fmt, margin=margin).item()
+
+
+def test_te_delayed_scale_comes_from_earlier_steps():
+    ds = DelayedScaling(E4M3FN, history_len=4, algo="max")
+    assert ds.scale.item() == 1.0  # before any amax
+    assert ds.update(2.0).item() == _s(2.0)
+    ds.update(8.0)
+    ds.update(1.0)
+    assert ds.scale.item() == _s(8.0)  # max over the window
+    assert ds.amax_history.tolist() == [1.0, 8.0, 2.0, 0.0]  # most recent first
+
+
+def test_te_most_recent_and_window_length():
+    ds = DelayedScaling(E4M3FN, history_len=2, algo="most_recent")
+    ds.update(8.0)
+    assert ds.update(1.0).item() == _s(1.0)
+    mx_ = DelayedScaling(E4M3FN, history_len=2, algo="max")
+    for a in (8.0, 1.0, 1.0):
+        mx_.update(a)
+    assert mx_.scale.item() == _s(1.0)  # 8.0 has left the 2-step window
+
+
+def test_te_margin_and_interval():
+    ds = DelayedScaling(E5M2, history_len=3, margin=1, interval=2)
+    ds.update(4.0)
+    assert ds.scale.item() == 1.0  # not recomputed until the 2nd update
+    ds.update(2.0)
+    assert ds.scale.item() == _s(4.0, E5M2, margin=1)
+    assert ds.scale_inv.item() == pytest.approx(1 / ds.scale.item())
+
+
+@pytest.mark.parametrize("bad", [0.0, math.inf, math.nan])
+@pytest.mark.parametrize("algo", ["max", "most_recent"])
+def test_te_zero_inf_nan_amax_keeps_the_previous_scale(bad, algo):
+    ds = DelayedScaling(E4M3FN, history_len=1, algo=algo)
+    before = ds.update(3.0).item()
+    assert ds.update(bad).item() == before
+    assert ds.update(5.0).item() == _s(5.0)  # recovers once the bad amax leaves the window
+
+
+def test_seed_meta_refreshes_weight_scale_from_its_window():
+    meta = TensorMeta(window=3)
+    assert meta.amax_history.tolist() == [1.0, 1.0, 1.0] and meta.w_scale.item() == 1.0
+    for a in (0.5, 4.0, 0.25):
+        meta.record(a)
+    assert meta.w_scale.item() == 1.0  # nothing until refresh
+    meta.refresh()
+    assert meta.w_scale.item() == _s(4.0)
+    meta.record(math.inf)
+    meta.refresh()
+    assert meta.w_scale.item() == _s(4.0)  # inf amax keeps the previous scale
+
+
+def test_seed_activation_and_gradient_scales_lag_one_call():
+    meta = TensorMeta()
+    meta.update_x(2.0)
+    assert meta.x_scale.item() == _s(2.0)
+    for bad in (0.0, math.nan, math.inf):
+        meta.update_x(bad)
+        meta.update_g(bad)
+    assert meta.x_scale.item() == _s(2.0) and meta.g_scale.item() == 1.0
+
+
+def test_state_keys_metas_by_weight_identity_and_refreshes_every_interval():
+    st = Fp8State(update_interval=2)
+    w1, w2 = torch.ones(3, 4), torch.ones(3, 4)
+    assert st.meta_for(w1) is st.meta_for(w1) and st.meta_for(w1) is not st.meta_for(w2)
+    st.meta_for(w1).record(8.0)
+    st.step()
+    assert st.meta_for(w1).w_scale.item() == 1.0
+    st.step()
+    assert st.meta_for(w1).w_scale.item() == _s(8.0)
+    st.reset()
+    assert not st.metas and st.step_count == 0
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 16))
+
+
+def test_autocast_routes_linear_through_delayed_fp8():
+    model, st = _model(), Fp8State(update_interval=4)
+    x = torch.randn(8, 32, generator=torch.Generator().manual_seed(1)) * 3
+    ref = model(x)
+    with fp8_autocast(state=st):
+        y = model(x)
+    assert len(st.metas) == 2 and st.step_count == 1
+    first = st.meta_for(model[0].weight)
+    assert first.x_scale.item() == _s(x.abs().max().item())  # recorded for the next call
+    # the first call of each layer uses scale 1 for x and w (the seed's initial state)
+    def lin(a, layer):
+        q = lambda t: quantize_with_scale(t, 1.0, E4M3FN).dequantize()  # noqa: E731
+        return q(a) @ q(layer.weight).t() + layer.bias
+
+    expected = lin(torch.relu(lin(x, model[0])), model[2])
+    assert torch.equal(y, expected) and not torch.equal(y, ref)
+    with fp8_autocast(enabled=False, state=st):
+        assert torch.equal(model(x), ref)  # disabled: F.linear untouched
+    assert torch.equal(model(x), ref)  # outside: untouched
+
+
+def test_autocast_backward_updates_gradient_scales_and_matches_grad_shapes():
+    model, st = _model(), Fp8State()
+    x = torch.randn(4, 5, 32, generator=torch.Generator().manual_seed(2), requires_grad=True)
+    with fp8_autocast(state=st):
+        loss = model(x).square().mean()
+    loss.backward()
+    assert x.grad.shape == x.shape and model[0].weight.grad.shape == model[0].weight.shape
+    assert model[0].bias.grad is not None
+    assert all(m.g_scale.item() != 1.0 for m in st.metas.values())
+
+
+def test_fp8_linear_matches_hand_quantized_reference():
+    gen = torch.Generator().manual_seed(3)
+    x, w, b = torch.randn(6, 32, generator=gen), torch.randn(16, 32, generator=gen), torch.randn(16, generator=gen)
+    from fp8ref.quantize import quantize
+
+    xd = quantize(x, E4M3FN).dequantize()
+    wd = quantize(w, E4M3FN).dequantize()
+    assert torch.equal(fp8_linear(x, w, b), xd @ wd.t() + b)
+    with pytest.raises(ValueError, match="w: expected shape"):
+        fp8_linear(x, w.t())
+    with pytest.raises(TypeError, match="state: expected an Fp8State"):
+        with fp8_autocast(state=object()):
+            pass
+
+
+def test_bad_delayed_arguments():
+    with pytest.raises(ValueError, match="algo"):
+        DelayedScaling(algo="mean")
+    with pytest.raises(ValueError, match="history_len"):
+        DelayedScaling(history_len=0)
+    with pytest.raises(ValueError, match="amax: expected one value"):
+        DelayedScaling().update(torch.ones(2))
+    with pytest.raises(TypeError, match="amax: expected a float tensor"):
+        DelayedScaling().update("1")
+    with pytest.raises(ValueError, match="update_interval"):
+        Fp8State(update_interval=0)
