@@ -32,12 +32,25 @@ def _qdq(t: torch.Tensor, fmt: Fp8Format, granularity: Granularity, pow2: bool) 
     return dequantize(quantize(t, fmt, granularity, pow2=pow2), torch.float32)
 
 
-def _linear_grads(g: torch.Tensor, x: torch.Tensor, w: torch.Tensor, has_bias: bool):
-    """grad_x = g @ w, grad_w = g^T @ x over the flattened leading dims, grad_b = sum g."""
-    g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
-    grad_x = (g2 @ w).reshape(*g.shape[:-1], w.shape[1])
-    grad_w = g2.t() @ x2
-    grad_b = g2.sum(0) if has_bias else None
+def _forward(ctx, xd: torch.Tensor, wd: torch.Tensor, bias, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Save the dequantized operands and return ``xd @ wd.T + bias`` (float32 math) in x's dtype."""
+    ctx.save_for_backward(xd, wd)
+    ctx.has_bias, ctx.dtypes = bias is not None, (x.dtype, w.dtype)
+    y = xd @ wd.t()
+    if bias is not None:
+        y = y + bias.float()
+    return y.to(x.dtype)
+
+
+def _backward(ctx, gd: torch.Tensor) -> tuple:
+    """grad_x = g @ w, grad_w = g^T @ x over the flattened leading dims, grad_b = sum g; each
+    in its input's dtype."""
+    xd, wd = ctx.saved_tensors
+    x_dtype, w_dtype = ctx.dtypes
+    g2, x2 = gd.reshape(-1, gd.shape[-1]), xd.reshape(-1, xd.shape[-1])
+    grad_x = (g2 @ wd).reshape(*gd.shape[:-1], wd.shape[1]).to(x_dtype)
+    grad_w = (g2.t() @ x2).to(w_dtype)
+    grad_b = g2.sum(0).to(w_dtype) if ctx.has_bias else None
     return grad_x, grad_w, grad_b
 
 
@@ -46,21 +59,13 @@ class Fp8LinearFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x, w, bias, fwd_fmt, bwd_fmt, granularity, pow2):
-        xd, wd = _qdq(x, fwd_fmt, granularity, pow2), _qdq(w, fwd_fmt, granularity, pow2)
-        ctx.save_for_backward(xd, wd)
-        ctx.conf = (bwd_fmt, granularity, pow2, bias is not None, x.dtype, w.dtype)
-        y = xd @ wd.t()
-        if bias is not None:
-            y = y + bias.float()
-        return y.to(x.dtype)
+        ctx.conf = (bwd_fmt, granularity, pow2)
+        return _forward(ctx, _qdq(x, fwd_fmt, granularity, pow2), _qdq(w, fwd_fmt, granularity, pow2), bias, x, w)
 
     @staticmethod
     def backward(ctx, g):
-        xd, wd = ctx.saved_tensors
-        bwd_fmt, granularity, pow2, has_bias, x_dtype, w_dtype = ctx.conf
-        gd = _qdq(g, bwd_fmt, granularity, pow2)
-        gx, gw, gb = _linear_grads(gd, xd, wd, has_bias)
-        return gx.to(x_dtype), gw.to(w_dtype), (gb.to(w_dtype) if gb is not None else None), None, None, None, None
+        bwd_fmt, granularity, pow2 = ctx.conf
+        return (*_backward(ctx, _qdq(g, bwd_fmt, granularity, pow2)), None, None, None, None)
 
 
 def fp8_linear(x: torch.Tensor, w: torch.Tensor, bias: "torch.Tensor | None" = None, *,
@@ -86,23 +91,15 @@ class _DelayedFp8LinearFunction(torch.autograd.Function):
         wq = quantize_with_scale(w, meta.w_scale, meta.fmt)
         meta.record(amax(w, tensorwise()))
         meta.update_x(amax(x, tensorwise()))  # used by the *next* call
-        xd, wd = dequantize(xq, torch.float32), dequantize(wq, torch.float32)
-        ctx.save_for_backward(xd, wd)
-        ctx.meta, ctx.has_bias, ctx.dtypes = meta, bias is not None, (x.dtype, w.dtype)
-        y = xd @ wd.t()
-        if bias is not None:
-            y = y + bias.float()
-        return y.to(x.dtype)
+        ctx.meta = meta
+        return _forward(ctx, dequantize(xq, torch.float32), dequantize(wq, torch.float32), bias, x, w)
 
     @staticmethod
     def backward(ctx, g):
-        xd, wd = ctx.saved_tensors
         meta = ctx.meta
         gd = dequantize(quantize_with_scale(g, meta.g_scale, meta.grad_fmt), torch.float32)
         meta.update_g(amax(g, tensorwise()))
-        gx, gw, gb = _linear_grads(gd, xd, wd, ctx.has_bias)
-        x_dtype, w_dtype = ctx.dtypes
-        return gx.to(x_dtype), gw.to(w_dtype), (gb.to(w_dtype) if gb is not None else None), None
+        return (*_backward(ctx, gd), None)
 
 
 class _Fp8LinearMode(TorchFunctionMode):

@@ -156,3 +156,19 @@ def test_bad_delayed_arguments():
         DelayedScaling().update("1")
     with pytest.raises(ValueError, match="update_interval"):
         Fp8State(update_interval=0)
+
+
+def test_fp8_linear_backward_quantizes_the_output_gradient_to_e5m2():
+    from fp8ref.quantize import quantize
+
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(3, 6, 32, generator=gen).requires_grad_()
+    w = torch.randn(16, 32, generator=gen).requires_grad_()
+    b = torch.randn(16, generator=gen).requires_grad_()
+    g = torch.randn(3, 6, 16, generator=gen)
+    fp8_linear(x, w, b).backward(g)
+    qdq = lambda t, f: quantize(t.detach(), f).dequantize()  # noqa: E731
+    gd, xd, wd = qdq(g, E5M2), qdq(x, E4M3FN), qdq(w, E4M3FN)
+    assert torch.equal(x.grad, gd @ wd)
+    assert torch.equal(w.grad, gd.reshape(-1, 16).t() @ xd.reshape(-1, 32))
+    assert torch.equal(b.grad, gd.reshape(-1, 16).sum(0))
