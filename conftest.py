@@ -81,11 +81,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.gpu)
         if item.get_closest_marker("slow") and not slow:
             item.add_marker(pytest.mark.skip(reason="slow sweep: run with --fp8-slow"))
-        for mark in item.iter_markers("needs"):
-            missing = [p for p in mark.args if not _has(p)]
-            if missing:
-                item.add_marker(pytest.mark.skip(
-                    reason=f"needs package(s) {', '.join(missing)}, not installed (pip install -e '.[test]')"))
+        needed = [p for mark in item.iter_markers("needs") for p in mark.args]
+        if item.get_closest_marker("torchao"):
+            needed.append("torchao")
+        missing = sorted({p for p in needed if not _has(p)})
+        if missing:
+            item.add_marker(pytest.mark.skip(
+                reason=f"needs package(s) {', '.join(missing)}, not installed (pip install -e '.[test]')"))
 
 
 @pytest.fixture(scope="session")

@@ -3,9 +3,8 @@ float32. This is the arithmetic an FP8 GEMM is meant to approximate (exact produ
 values, accumulated in high precision) and the reference the torchao and ``_scaled_mm`` checks
 compare against.
 
-- ``fp8_linear``: ``y = x @ w.T + b`` with current scaling; forward operands in ``fwd_fmt``, the
-  output gradient in ``bwd_fmt`` (E4M3 forward, E5M2 backward is torchao's tensorwise recipe and
-  the seed's smoke check).
+- ``fp8_linear``: ``y = x @ w.T + b`` under a recipe from ``fp8ref.recipes`` (default
+  ``tensorwise``: E4M3 forward, E5M2 output gradient, as torchao and the seed's smoke check).
 - ``fp8_autocast``: the seed design's autocast-style context. While it is active, every
   ``torch.nn.functional.linear`` call (so every ``nn.Linear`` of an unmodified model) runs through
   an emulated FP8 linear with *delayed* scales from an ``Fp8State``; entering it counts one
@@ -21,15 +20,28 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from .delayed import Fp8State, TensorMeta
-from .formats import E4M3FN, E5M2, Fp8Format, get_format
 from .quantize import dequantize, quantize, quantize_with_scale
-from .scaling import Granularity, amax, tensorwise
+from .recipes import GemmRecipe, LinearRecipe, OperandCast, get_recipe
+from .scaling import amax, tensorwise
 
-__all__ = ["fp8_linear", "fp8_autocast", "fp8_state", "Fp8LinearFunction"]
+__all__ = ["fp8_linear", "fp8_autocast", "fp8_state", "Fp8LinearFunction", "cast_operand", "emulated_gemm",
+           "Float8Linear", "convert", "default_module_filter"]
 
 
-def _qdq(t: torch.Tensor, fmt: Fp8Format, granularity: Granularity, pow2: bool) -> torch.Tensor:
-    return dequantize(quantize(t, fmt, granularity, pow2=pow2), torch.float32)
+def cast_operand(t: torch.Tensor, op: OperandCast) -> torch.Tensor:
+    """One GEMM operand (contraction-last) as the recipe casts it, dequantized to float32."""
+    if op.fmt is None:
+        return t.float()
+    if op.static_scale is not None:
+        q = quantize_with_scale(t, op.static_scale, op.fmt)
+    else:
+        q = quantize(t, op.fmt, op.granularity, pow2=op.pow2)
+    return dequantize(q, torch.float32)
+
+
+def emulated_gemm(a: torch.Tensor, b: torch.Tensor, gemm: GemmRecipe) -> torch.Tensor:
+    """``A @ B^T`` of the FP8 values (float32 products and accumulation), A and B contraction-last."""
+    return cast_operand(a, gemm.a) @ cast_operand(b, gemm.b).t()
 
 
 def _forward(ctx, xd: torch.Tensor, wd: torch.Tensor, bias, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -42,10 +54,9 @@ def _forward(ctx, xd: torch.Tensor, wd: torch.Tensor, bias, x: torch.Tensor, w: 
     return y.to(x.dtype)
 
 
-def _backward(ctx, gd: torch.Tensor) -> tuple:
+def _backward(ctx, gd: torch.Tensor, xd: torch.Tensor, wd: torch.Tensor) -> tuple:
     """grad_x = g @ w, grad_w = g^T @ x over the flattened leading dims, grad_b = sum g; each
-    in its input's dtype."""
-    xd, wd = ctx.saved_tensors
+    in its input's dtype. ``gd``, ``xd``, ``wd`` are already-cast float32 operands."""
     x_dtype, w_dtype = ctx.dtypes
     g2, x2 = gd.reshape(-1, gd.shape[-1]), xd.reshape(-1, xd.shape[-1])
     grad_x = (g2 @ wd).reshape(*gd.shape[:-1], wd.shape[1]).to(x_dtype)
@@ -55,31 +66,92 @@ def _backward(ctx, gd: torch.Tensor) -> tuple:
 
 
 class Fp8LinearFunction(torch.autograd.Function):
-    """Current-scaling emulated FP8 linear (one scale per operand, at ``granularity``)."""
+    """Emulated FP8 linear: each of the three GEMMs casts its operands as the recipe says."""
 
     @staticmethod
-    def forward(ctx, x, w, bias, fwd_fmt, bwd_fmt, granularity, pow2):
-        ctx.conf = (bwd_fmt, granularity, pow2)
-        return _forward(ctx, _qdq(x, fwd_fmt, granularity, pow2), _qdq(w, fwd_fmt, granularity, pow2), bias, x, w)
+    def forward(ctx, x, w, bias, recipe: LinearRecipe):
+        x2 = x.reshape(-1, x.shape[-1])
+        ctx.save_for_backward(x, w)
+        ctx.recipe, ctx.has_bias, ctx.dtypes = recipe, bias is not None, (x.dtype, w.dtype)
+        y = emulated_gemm(x2, w, recipe.output)
+        if bias is not None:
+            y = y + bias.float()
+        return y.reshape(*x.shape[:-1], w.shape[0]).to(x.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        bwd_fmt, granularity, pow2 = ctx.conf
-        return (*_backward(ctx, _qdq(g, bwd_fmt, granularity, pow2)), None, None, None, None)
+        x, w = ctx.saved_tensors
+        r = ctx.recipe
+        x_dtype, w_dtype = ctx.dtypes
+        g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
+        grad_x = emulated_gemm(g2, w.t(), r.grad_input).reshape(*g.shape[:-1], w.shape[1]).to(x_dtype)
+        grad_w = emulated_gemm(g2.t(), x2.t(), r.grad_weight).to(w_dtype)
+        grad_b = g2.float().sum(0).to(w_dtype) if ctx.has_bias else None
+        return grad_x, grad_w, grad_b, None
 
 
-def fp8_linear(x: torch.Tensor, w: torch.Tensor, bias: "torch.Tensor | None" = None, *,
-               fwd_fmt: "str | Fp8Format" = E4M3FN, bwd_fmt: "str | Fp8Format" = E5M2,
-               granularity: "Granularity | None" = None, pow2: bool = False) -> torch.Tensor:
-    """Emulated FP8 ``F.linear`` with current scaling; differentiable in x, w and bias."""
+def fp8_linear(x: torch.Tensor, w: torch.Tensor, bias: "torch.Tensor | None" = None,
+               recipe: "str | LinearRecipe" = "tensorwise") -> torch.Tensor:
+    """Emulated FP8 ``F.linear`` under a recipe (``fp8ref.recipes``); differentiable in x, w, bias."""
     for name, t in (("x", x), ("w", w)):
         if not isinstance(t, torch.Tensor) or not t.is_floating_point():
             raise TypeError(f"{name}: expected a floating-point torch.Tensor, got {type(t).__name__}")
     if w.dim() != 2 or x.shape[-1] != w.shape[1]:
         raise ValueError(f"w: expected shape (out, {x.shape[-1]}) for x of shape {tuple(x.shape)}, "
                          f"got {tuple(w.shape)}")
-    return Fp8LinearFunction.apply(x, w, bias, get_format(fwd_fmt), get_format(bwd_fmt),
-                                   granularity or tensorwise(), pow2)
+    return Fp8LinearFunction.apply(x, w, bias, get_recipe(recipe))
+
+
+class Float8Linear(torch.nn.Linear):
+    """A reference FP8 ``nn.Linear``: the same parameters, every GEMM emulated under ``recipe``."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 recipe: "str | LinearRecipe" = "tensorwise", device=None, dtype=None):
+        super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
+        self.recipe = get_recipe(recipe)
+
+    @classmethod
+    def from_linear(cls, mod: torch.nn.Linear, recipe: "str | LinearRecipe" = "tensorwise") -> "Float8Linear":
+        """Wrap an existing ``nn.Linear``, sharing its parameters (no copy)."""
+        if not isinstance(mod, torch.nn.Linear):
+            raise TypeError(f"mod: expected an nn.Linear, got {type(mod).__name__}")
+        new = cls.__new__(cls)
+        torch.nn.Module.__init__(new)
+        new.in_features, new.out_features = mod.in_features, mod.out_features
+        new.weight, new.bias = mod.weight, mod.bias
+        new.recipe = get_recipe(recipe)
+        return new
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return fp8_linear(x, self.weight, self.bias, self.recipe)
+
+    def extra_repr(self) -> str:
+        return super().extra_repr() + f", recipe={self.recipe.name}"
+
+
+def default_module_filter(mod: torch.nn.Module, fqn: str) -> bool:
+    """The seed's filter: skip the LM head and any Linear whose dims are not multiples of 16
+    (``torch._scaled_mm`` needs them)."""
+    if fqn.endswith("lm_head"):
+        return False
+    if isinstance(mod, torch.nn.Linear):
+        return mod.in_features % 16 == 0 and mod.out_features % 16 == 0
+    return True
+
+
+def convert(model: torch.nn.Module, recipe: "str | LinearRecipe" = "tensorwise",
+            module_filter_fn=default_module_filter) -> torch.nn.Module:
+    """Swap every ``nn.Linear`` that ``module_filter_fn(module, fqn)`` accepts for a
+    ``Float8Linear`` sharing its parameters, in place; returns the model."""
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"model: expected an nn.Module, got {type(model).__name__}")
+    recipe = get_recipe(recipe)
+    for fqn, mod in list(model.named_modules()):
+        for name, child in list(mod.named_children()):
+            child_fqn = f"{fqn}.{name}" if fqn else name
+            if type(child) is torch.nn.Linear and module_filter_fn(child, child_fqn):
+                setattr(mod, name, Float8Linear.from_linear(child, recipe))
+    return model
 
 
 class _DelayedFp8LinearFunction(torch.autograd.Function):
@@ -99,7 +171,7 @@ class _DelayedFp8LinearFunction(torch.autograd.Function):
         meta = ctx.meta
         gd = dequantize(quantize_with_scale(g, meta.g_scale, meta.grad_fmt), torch.float32)
         meta.update_g(amax(g, tensorwise()))
-        return (*_backward(ctx, gd), None)
+        return (*_backward(ctx, gd, *ctx.saved_tensors), None)
 
 
 class _Fp8LinearMode(TorchFunctionMode):

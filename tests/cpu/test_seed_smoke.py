@@ -67,7 +67,8 @@ def _train(fp8: bool, steps: int = 300) -> float:
     X, Y, W1, W2 = _problem()
     W1, W2 = W1.requires_grad_(), W2.requires_grad_()
     opt = torch.optim.AdamW([W1, W2], lr=3e-3)  # fp32 master weights and optimizer state
-    mm = (lambda inp, w: fp8_linear(inp, w, fwd_fmt=E4M3FN, bwd_fmt=E5M2)) if fp8 else (lambda inp, w: inp @ w.T)
+    # torchao's tensorwise recipe: E4M3 input and weight, E5M2 output gradient, one scale per tensor
+    mm = (lambda inp, w: fp8_linear(inp, w, recipe="tensorwise")) if fp8 else (lambda inp, w: inp @ w.T)
     for _ in range(steps):
         loss = ((mm(torch.relu(mm(X, W1)), W2) - Y) ** 2).mean()
         opt.zero_grad()

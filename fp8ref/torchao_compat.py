@@ -1,0 +1,102 @@
+"""Read torchao's float8 training choices and outputs in fp8ref's terms (harness, not reference).
+
+torchao is imported lazily; everything here raises ImportError with the package's name when it
+is missing. Written against torchao 0.17-0.18 (``torchao.float8``, ``prototype.mx_formats``).
+
+torchao names axiswise scaling by the dim of the operand *as it enters torch.mm*; fp8ref lays
+every GEMM operand out contraction-last (``fp8ref.recipes``), where the same scaling is always
+``axiswise(-1)``. ``recipe_table`` translates.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .formats import Fp8Format, get_format
+from .scaling import Granularity
+
+__all__ = ["require_torchao", "recipe_table", "tensor_to_scale", "dynamic_cast", "to_mx"]
+
+
+def require_torchao():
+    try:
+        import torchao  # noqa: F401
+        import torchao.float8  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - exercised where torchao is absent
+        raise ImportError("torchao is needed here: pip install torchao") from exc
+    return torchao
+
+
+def _fmt_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.float8_")
+
+
+def recipe_table(recipe_name: str) -> dict:
+    """``Float8LinearConfig.from_recipe_name(name)`` flattened like ``LinearRecipe.describe()``."""
+    require_torchao()
+    from torchao.float8.config import Float8LinearConfig, ScalingGranularity, ScalingType
+
+    c = Float8LinearConfig.from_recipe_name(recipe_name)
+    pow2 = " pow2" if c.round_scales_to_power_of_2 else ""
+
+    def describe(cc) -> str:
+        if cc.scaling_type is ScalingType.DISABLED:
+            return "high-precision"
+        g = "tensorwise" if cc.scaling_granularity is ScalingGranularity.TENSORWISE else "axiswise(dim=-1)"
+        return f"{_fmt_name(cc.target_dtype)} {g}{pow2}"
+
+    return {
+        "output.a": describe(c.cast_config_input),
+        "output.b": describe(c.cast_config_weight),
+        "output.fast_accum": c.gemm_config_output.use_fast_accum,
+        "grad_input.a": describe(c.cast_config_grad_output),
+        "grad_input.b": describe(c.cast_config_weight_for_grad_input),
+        "grad_input.fast_accum": c.gemm_config_grad_input.use_fast_accum,
+        "grad_weight.a": describe(c.cast_config_grad_output_for_grad_weight),
+        "grad_weight.b": describe(c.cast_config_input_for_grad_weight),
+        "grad_weight.fast_accum": c.gemm_config_grad_weight.use_fast_accum,
+    }
+
+
+def _granularity_args(granularity: Granularity):
+    from torchao.float8.config import ScalingGranularity
+
+    if granularity.kind == "tensorwise":
+        return ScalingGranularity.TENSORWISE, None
+    if granularity.kind == "axiswise":
+        return ScalingGranularity.AXISWISE, granularity.dim
+    raise ValueError(f"granularity: torchao.float8 scales tensorwise or axiswise, got {granularity}")
+
+
+def tensor_to_scale(x: torch.Tensor, fmt: "str | Fp8Format", granularity: Granularity, pow2: bool) -> torch.Tensor:
+    """torchao's ``float8_utils.tensor_to_scale``."""
+    require_torchao()
+    from torchao.float8.float8_utils import tensor_to_scale as ao_tensor_to_scale
+
+    g, dim = _granularity_args(granularity)
+    return ao_tensor_to_scale(x, get_format(fmt).torch_dtype(), scaling_granularity=g, axiswise_dim=dim,
+                              round_scales_to_power_of_2=pow2)
+
+
+def dynamic_cast(x: torch.Tensor, fmt: "str | Fp8Format", granularity: Granularity,
+                 pow2: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """torchao's ``hp_tensor_to_float8_dynamic``: (uint8 codes, scale)."""
+    require_torchao()
+    from torchao.float8.float8_scaling_utils import hp_tensor_to_float8_dynamic
+    from torchao.float8.float8_training_tensor import LinearMMConfig
+
+    g, dim = _granularity_args(granularity)
+    t = hp_tensor_to_float8_dynamic(x, get_format(fmt).torch_dtype(), LinearMMConfig(), scaling_granularity=g,
+                                    axiswise_dim=dim, round_scales_to_power_of_2=pow2)
+    return t._data.view(torch.uint8), t._scale
+
+
+def to_mx(x: torch.Tensor, fmt: "str | Fp8Format", block_size: int = 32,
+          mode: str = "floor") -> tuple[torch.Tensor, torch.Tensor]:
+    """torchao's ``prototype.mx_formats.mx_tensor.to_mx``: (E8M0 scale codes, element codes)."""
+    require_torchao()
+    from torchao.prototype.mx_formats.config import ScaleCalculationMode
+    from torchao.prototype.mx_formats.mx_tensor import to_mx as ao_to_mx
+
+    scale, data = ao_to_mx(x, get_format(fmt).torch_dtype(), block_size, scaling_mode=ScaleCalculationMode(mode))
+    return scale.view(torch.uint8), data.view(torch.uint8)

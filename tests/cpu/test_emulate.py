@@ -1,0 +1,87 @@
+"""fp8ref's own emulated FP8 linear under every recipe, its module and its converter."""
+
+import pytest
+import torch
+
+from fp8ref.emulate import Float8Linear, cast_operand, convert, fp8_linear
+from fp8ref.metrics import calc_diff, sqnr
+from fp8ref.recipes import RECIPES, GemmRecipe, OperandCast, get_recipe
+from fp8ref.formats import E4M3FN
+from fp8ref.scaling import tile
+
+
+def _data(seed=0, M=256, K=256, N=128):
+    gen = torch.Generator().manual_seed(seed)
+    return (torch.randn(M, K, generator=gen), torch.randn(N, K, generator=gen) / 16,
+            torch.randn(M, N, generator=gen))
+
+
+@pytest.mark.parametrize("name", sorted(set(RECIPES) - {"static"}))
+def test_every_recipe_passes_deepgemms_check_against_high_precision(name, record_observation):
+    x, w, g = _data()
+    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    y = fp8_linear(xr, wr, recipe=name)
+    y.backward(g)
+    xh, wh = x.clone().requires_grad_(), w.clone().requires_grad_()
+    yh = xh @ wh.t()
+    yh.backward(g)
+    d = calc_diff(y, yh)
+    record_observation(f"fp8ref {name}: calc_diff(out) / SQNR out, grad_in, grad_w (dB)",
+                       f"{d:.2e} / {sqnr(y, yh):.1f}, {sqnr(xr.grad, xh.grad):.1f}, {sqnr(wr.grad, wh.grad):.1f}")
+    assert d < 1e-3  # DeepGEMM's acceptance for an FP8 GEMM
+    assert sqnr(xr.grad, xh.grad) >= 17 and sqnr(wr.grad, wh.grad) >= 17
+
+
+def test_blockwise_grad_weight_uses_128x1_tiles_of_the_activation():
+    """In grad_weight = grad_y^T @ x the contraction runs over tokens, so DeepSeek-V3's
+    activation tiles there are 128 tokens x 1 channel: the operand x^T in 1x128 tiles."""
+    x, w, g = _data()
+    xr = x.clone().requires_grad_()
+    wr = w.clone().requires_grad_()
+    fp8_linear(xr, wr, recipe="blockwise").backward(g)
+    op = OperandCast(E4M3FN, tile(128))
+    want = cast_operand(g.t(), op) @ cast_operand(x.t(), op).t()
+    assert torch.equal(wr.grad, want)
+    # and it is not what per-row (1x128 along channels) tiles of x would give
+    wrong = cast_operand(g.t(), op) @ cast_operand(x, op)
+    assert not torch.equal(wr.grad, wrong)
+
+
+def test_static_recipe_uses_fixed_scales():
+    x, w, _ = _data()
+    y = fp8_linear(x * 0 + 1000.0, w, recipe="static")  # 1000/2 = 500 saturates to 448 in E4M3
+    xq = cast_operand(torch.full_like(x, 1000.0), RECIPES["static"].output.a)
+    assert bool((xq == 896.0).all())
+    assert torch.equal(y, xq @ cast_operand(w, RECIPES["static"].output.b).t())
+
+
+def test_recipes_describe_every_gemm_and_reject_mixed_precision():
+    d = RECIPES["rowwise_with_gw_hp"].describe()
+    assert d["grad_weight.a"] == "high-precision" and d["grad_input.b"] == "e4m3fn tensorwise pow2"
+    assert RECIPES["blockwise"].describe()["output.b"] == "e4m3fn 128x128"
+    with pytest.raises(ValueError, match="both operands"):
+        GemmRecipe(OperandCast(E4M3FN), OperandCast(None))
+    with pytest.raises(ValueError, match="recipe: expected one of"):
+        get_recipe("fp4")
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(64, 128)
+        self.odd = torch.nn.Linear(128, 40)  # 40 is not a multiple of 16
+        self.lm_head = torch.nn.Linear(40, 64)
+
+
+def test_convert_swaps_filtered_linears_and_shares_parameters():
+    net = _Net()
+    w = net.up.weight
+    convert(net, "rowwise")
+    assert isinstance(net.up, Float8Linear) and net.up.weight is w and net.up.recipe.name == "rowwise"
+    assert type(net.odd) is torch.nn.Linear and type(net.lm_head) is torch.nn.Linear
+    x = torch.randn(8, 64)
+    assert torch.equal(net.up(x), fp8_linear(x, w, net.up.bias, "rowwise"))
+    with pytest.raises(TypeError, match="model: expected an nn.Module"):
+        convert("model")
+    with pytest.raises(TypeError, match="mod: expected an nn.Linear"):
+        Float8Linear.from_linear(torch.nn.ReLU())

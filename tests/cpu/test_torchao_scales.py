@@ -1,0 +1,153 @@
+"""torchao's float8 scales, dynamic casts, recipe table and MX conversion against fp8ref.
+
+Bitwise wherever both follow the same documented formula. Where torchao's implementation
+differs from the formula at an edge (found here, listed in the README), a test pins the
+difference on a crafted input, so a change in torchao shows up either way.
+"""
+
+import math
+
+import pytest
+import torch
+
+from fp8ref.formats import E4M3FN, E5M2
+from fp8ref.quantize import quantize
+from fp8ref.recipes import RECIPES
+from fp8ref.scaling import amax, axiswise, compute_scale, mx, mx_scale_exponent, tensorwise
+
+pytestmark = [pytest.mark.torchao]
+
+ao = pytest.importorskip("fp8ref.torchao_compat")
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+GRANS = [tensorwise(), axiswise(-1), axiswise(0), axiswise(1)]
+CAST_GRANS = GRANS[:3]  # Float8TrainingTensor accepts axiswise_dim None, 0 or -1 only
+
+
+def _inputs(dtype):
+    """Seeded tensors of shape (4, 8, 32): wide ranges, a zero slice, tiny slices."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 8, 32, generator=gen) * torch.exp2(torch.randint(-12, 12, (4, 8, 1), generator=gen).float())
+    x[1, 2] = 0.0  # amax 0 along dim -1
+    x[2, :, 5] = 1e-30 if dtype == torch.float32 else 1e-6  # tiny amax along dims 0/1
+    x[3] *= 1e-3
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("pow2", [False, True], ids=["plain", "pow2"])
+@pytest.mark.parametrize("g", GRANS, ids=str)
+@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_scales_are_bitwise_equal(dtype, fmt, g, pow2):
+    x = _inputs(dtype)
+    theirs = ao.tensor_to_scale(x, fmt, g, pow2)
+    ours = compute_scale(x, fmt, g, pow2=pow2)
+    assert theirs.dtype == ours.dtype == torch.float32 and theirs.shape == ours.shape
+    bad = (theirs.view(torch.int32) != ours.view(torch.int32)).nonzero()
+    assert bad.numel() == 0, f"torchao scale differs at {bad[:4].tolist()}: " + ", ".join(
+        f"amax {amax(x, g)[tuple(i)].item()!r}: torchao {theirs[tuple(i)].item()!r}, fp8ref {ours[tuple(i)].item()!r}"
+        for i in bad[:4])
+
+
+@pytest.mark.parametrize("pow2", [False, True], ids=["plain", "pow2"])
+@pytest.mark.parametrize("g", CAST_GRANS, ids=str)
+@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_dynamic_cast_data_and_scale_are_bitwise_equal(dtype, fmt, g, pow2):
+    x = _inputs(dtype)
+    codes, scale = ao.dynamic_cast(x, fmt, g, pow2)
+    q = quantize(x, fmt, g, pow2=pow2)
+    assert torch.equal(scale.view(torch.int32), q.scale.view(torch.int32))
+    bad = (codes != q.codes).nonzero()
+    assert bad.numel() == 0, f"{bad.shape[0]} codes differ, first at {bad[:4].tolist()}"
+
+
+def test_pow2_round_down_of_scales_just_below_a_power_of_two(record_observation):
+    """torchao rounds the scale down with exp2(floor(log2(scale))) in float32. For a scale one
+    float32 ulp below 2^k the float32 log2 rounds up to exactly k, so torchao returns 2^k, a
+    scale *above* the exact one. Observed on torch 2.13.0 / torchao 0.18.0 for k >= 3."""
+    from torchao.float8.float8_utils import _round_scale_down_to_power_of_2
+
+    below = torch.nextafter(torch.exp2(torch.arange(1.0, 60.0)), torch.tensor(0.0))
+    theirs = _round_scale_down_to_power_of_2(below)
+    exact = torch.exp2(torch.arange(0.0, 59.0))
+    up = [int(k) for k in torch.arange(1, 60)[theirs != exact].tolist()]
+    record_observation("torchao pow2 scale: k where nextbelow(2^k) rounds up to 2^k", f"{up[:3]}...{up[-1:]} ({len(up)} of 59)" if up else "none")
+    assert bool(((theirs == exact) | (theirs == 2 * exact)).all())  # never off by more than a factor 2
+
+
+@pytest.mark.xfail(reason="known torchao 0.18 discrepancy: its float32 log2 in pow2 rounding rounds 448/amax up "
+                          "to the next power of two when it is one ulp below it (seen with torch 2.13.0)")
+@pytest.mark.parametrize("j", [-3, 0, 5])
+def test_pow2_scale_for_an_amax_one_ulp_above_max_over_a_power_of_two(j):
+    # amax one float32 ulp above 448 / 2^k: 448 / amax is just below 2^k, rounding to
+    # nextbelow(2^k) in float32; the exact pow2 round-down is 2^(k-1)
+    a = torch.nextafter(torch.tensor(1.75 * 2.0**j), torch.tensor(math.inf))
+    x = torch.tensor([a.item(), -a.item() / 2])
+    theirs = ao.tensor_to_scale(x, E4M3FN, tensorwise(), True)
+    ours = compute_scale(x, E4M3FN, tensorwise(), pow2=True)
+    assert theirs.item() == ours.item(), f"amax {a.item()!r}: torchao {theirs.item()}, exact {ours.item()}"
+
+
+def test_recipe_table_matches_fp8ref_recipes():
+    diffs = []
+    for name in ("tensorwise", "rowwise", "rowwise_with_gw_hp"):
+        theirs, ours = ao.recipe_table(name), RECIPES[name].describe()
+        diffs += [f"{name}.{k}: torchao {theirs.get(k)!r}, fp8ref {ours.get(k)!r}"
+                  for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
+    assert not diffs, "\n".join(diffs)
+
+
+def _mx_inputs(dtype=torch.float32):
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(16, 128, generator=gen) * torch.exp2(torch.randint(-20, 20, (16, 4), generator=gen).float()
+                                                         ).repeat_interleave(32, dim=1)
+    x[0, :32] = 0.0
+    return x.to(dtype)
+
+
+@pytest.mark.parametrize("mode", ["floor", "rceil"])
+@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_mx_scales_and_elements_are_bitwise_equal(dtype, fmt, mode):
+    x = _mx_inputs(dtype)
+    scale, data = ao.to_mx(x, fmt, 32, mode)
+    q = quantize(x, fmt, mx(32, mode))
+    assert torch.equal(scale, q.scale_e8m0), "E8M0 scales differ"
+    assert torch.equal(data, q.codes), f"{int((data != q.codes).sum())} element codes differ"
+
+
+@pytest.mark.parametrize("mode", ["floor", "rceil"])
+def test_mx_inf_amax_is_not_nan_in_torchao(mode, record_observation):
+    """fp8ref (and the OCP MX spec's NaN scale for a block holding NaN) gives a NaN scale for a
+    block whose amax is inf; torchao 0.18 gives a finite scale (FLOOR: 2^(128-8) = code 247,
+    RCEIL: 254). Pinned so a change either way is seen."""
+    x = torch.ones(1, 32)
+    x[0, 0] = math.inf
+    scale, _ = ao.to_mx(x, E4M3FN, 32, mode)
+    ours = quantize(x, E4M3FN, mx(32, mode)).scale_e8m0
+    record_observation(f"torchao mx {mode}: E8M0 scale for a block with inf", f"0x{int(scale):02x} (fp8ref 0x{int(ours):02x})")
+    assert int(ours) == 0xFF
+    assert int(scale) == {"floor": 247, "rceil": 254}[mode]
+
+
+def test_mx_floor_tiny_amax_uses_a_clamped_divisor_in_torchao(record_observation):
+    """A block whose FLOOR scale is 2^-127 (E8M0 code 0): torchao divides the elements by
+    float32's smallest normal 2^-126 instead of 2^-127, so its elements are half what the stored
+    scale implies. fp8ref divides by the stored scale. Pinned on a crafted block."""
+    x = torch.full((1, 32), 2.0**-125)
+    scale, data = ao.to_mx(x, E4M3FN, 32, "floor")
+    q = quantize(x, E4M3FN, mx(32, "floor"))
+    assert int(scale) == int(q.scale_e8m0) == 0  # both store 2^-127
+    ours, theirs = q.values()[0, 0].item(), E4M3FN.value_of(int(data[0, 0]))
+    record_observation("torchao mx floor: element of 2^-125 under scale 2^-127", f"torchao {theirs} (fp8ref {ours})")
+    assert ours == 4.0 and theirs == 2.0
+
+
+def test_mx_exponent_formula_matches_torchao_floor_on_normal_amax():
+    a = torch.exp2(torch.linspace(-100, 100, 2001))
+    ours = mx_scale_exponent(a, E4M3FN, "floor")
+    x = torch.zeros(a.numel(), 32)
+    x[:, 0] = a
+    scale, _ = ao.to_mx(x, E4M3FN, 32, "floor")
+    assert torch.equal(scale.reshape(-1).int() - 127, ours.int())
