@@ -128,7 +128,7 @@ def test_arbitrary_float32_casts_like_the_codec(fmt, impl_name, record_cast_repo
 @pytest.mark.parametrize("fmt,impl_name", CASES)
 def test_all_2pow32_float32_patterns_cast_like_the_codec(fmt, impl_name, record_cast_report):
     """Every float32 bit pattern, 2^20 at a time: memory stays small, and chunks this size ran
-    about 3x faster than 2^24 here (the temporaries stay in cache). About 45 s per case."""
+    about 3x faster than 2^24 here (the temporaries stay in cache). 75-95 s per case in CI."""
     impl = _impl(impl_name, fmt)
     chunk = 1 << 20
     total, reports = 0, []
