@@ -38,6 +38,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fp8ref")
     group.addoption("--fp8-slow", action="store_true", default=False,
                     help="run the long sweeps marked slow (the full 2^32 float32 cast sweep per format)")
+    group.addoption("--fp8-update-golden", action="store_true", default=False,
+                    help="re-pin tests/golden/<device kind>.json from this install (on purpose; say why in the commit)")
     group.addoption("--fp8-dry-run", action="store_true", default=False,
                     help="run the gpu tests on the CPU device at tiny sizes, so CI keeps them alive")
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m fp8ref {formats,bench}``."""
+"""Command line: ``python -m fp8ref {formats,profile,diff,bench}``."""
 
 from __future__ import annotations
 
@@ -17,6 +17,37 @@ def _cmd_formats(args: argparse.Namespace) -> int:
     else:
         print(formats_table())
     return 0
+
+
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from .profile import collect, save
+
+    profile = collect(args.device, torchao=not args.no_torchao)
+    if args.out:
+        save(profile, args.out)
+        print(f"wrote {args.out}: {len(profile['behaviour'])} keys, {profile['versions']}")
+    else:
+        print(json.dumps(profile, indent=1, sort_keys=True))
+    return 0
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from .profile import diff, load
+
+    a, b = load(args.a), load(args.b)
+    rows = diff(a, b)
+    va, vb = a["versions"], b["versions"]
+    print(f"A: {args.a} (torch {va.get('torch')}, torchao {va.get('torchao')}, {va.get('device')})")
+    print(f"B: {args.b} (torch {vb.get('torch')}, torchao {vb.get('torchao')}, {vb.get('device')})")
+    if not rows:
+        print(f"equal: {len(a['behaviour'])} keys")
+        return 0
+    width = max(len(k) for k, _, _ in rows)
+    print(f"{'key'.ljust(width)}  A -> B")
+    for k, x, y in rows:
+        print(f"{k.ljust(width)}  {x!r} -> {y!r}")
+    print(f"{len(rows)} of {len(set(a['behaviour']) | set(b['behaviour']))} keys differ")
+    return 1
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -41,6 +72,17 @@ def main(argv: "list[str] | None" = None) -> int:
     p = sub.add_parser("formats", help="print the derived format table")
     p.add_argument("--json", action="store_true", help="JSON instead of a table")
     p.set_defaults(func=_cmd_formats)
+
+    p = sub.add_parser("profile", help="collect this install's FP8 behaviour profile (JSON)")
+    p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    p.add_argument("--out", help="write the profile here instead of printing it")
+    p.add_argument("--no-torchao", action="store_true", help="skip the torchao probes")
+    p.set_defaults(func=_cmd_profile)
+
+    p = sub.add_parser("diff", help="compare two profiles: one line per differing key; exit 1 if any")
+    p.add_argument("a", help="profile JSON (e.g. the golden)")
+    p.add_argument("b", help="profile JSON (e.g. this install)")
+    p.set_defaults(func=_cmd_diff)
 
     p = sub.add_parser("bench", help="throughput benchmarks")
     p.add_argument("what", choices=["codec"], help="codec: the codec's encode vs torch's native cast")

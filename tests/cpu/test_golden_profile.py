@@ -1,0 +1,26 @@
+"""This install's behaviour profile against the golden one pinned for CPU (tests/golden/cpu.json).
+
+Why it may differ: the golden records what *one* set of versions did where correct installs may
+legitimately differ (overflow modes, NaN codes, finfo values, torchao's recipe table, bit-exact
+digests of torchao's casts and Float8Linear, the emulated-MLP loss curve). Another torch or
+torchao can change any of them; the failure names each key, its pinned value and versions, and
+its value now. Decide whether the change is acceptable, then re-pin on purpose:
+``pytest tests/cpu/test_golden_profile.py --fp8-update-golden`` and a commit message that says
+why. Invariants are not here: they are asserted by the other tests.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from fp8ref.profile import compare_with_golden
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+
+def test_behaviour_profile_matches_the_cpu_golden(request, record_observation):
+    status, lines = compare_with_golden(GOLDEN, "cpu", update=request.config.getoption("--fp8-update-golden"))
+    if status in ("missing", "updated"):
+        record_observation("golden profile (cpu)", lines[0])
+        pytest.skip(lines[0])
+    assert status == "equal", "FP8 behaviour differs from the pinned golden:\n" + "\n".join(lines)
