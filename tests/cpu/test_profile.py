@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fp8ref.__main__ import main
-from fp8ref.profile import compare_with_golden, device_kind, diff, format_diff, load, save
+from fp8ref.profile import compare_with_golden, device_kind, diff, format_diff, load, save, versions
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 
@@ -35,8 +35,9 @@ def test_a_changed_golden_fails_with_readable_lines(tmp_path):
     save(golden, tmp_path / "cpu.json")
     status, lines = compare_with_golden(tmp_path, "cpu")
     assert status == "differs"
+    here = versions("cpu")
     assert lines == [f"cast.e4m3fn.bf16.overflow: pinned 'nonsaturate' (torch 9.9.9, torchao {golden['versions']['torchao']}) "
-                     f"-> now 'saturate' (torch {__import__('torch').__version__}, torchao {golden['versions']['torchao']})"]
+                     f"-> now 'saturate' (torch {here['torch']}, torchao {here['torchao']})"]
 
 
 def test_missing_golden_says_how_to_pin(tmp_path):
