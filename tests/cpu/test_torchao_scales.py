@@ -34,10 +34,14 @@ def _inputs(dtype):
     return x.to(dtype)
 
 
-@pytest.mark.parametrize("pow2", [False, True], ids=["plain", "pow2"])
-@pytest.mark.parametrize("g", GRANS, ids=str)
-@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def _cases(grans):
+    """dtype x format x granularity x pow2, as (dtype, fmt, g, pow2) params."""
+    return pytest.mark.parametrize("dtype,fmt,g,pow2", [
+        pytest.param(d, f, g, p, id=f"{d}-{f}-{g}-{'pow2' if p else 'plain'}".replace("torch.", ""))
+        for d in DTYPES for f in (E4M3FN, E5M2) for g in grans for p in (False, True)])
+
+
+@_cases(GRANS)
 def test_scales_are_bitwise_equal(dtype, fmt, g, pow2):
     x = _inputs(dtype)
     theirs = ao.tensor_to_scale(x, fmt, g, pow2)
@@ -49,10 +53,7 @@ def test_scales_are_bitwise_equal(dtype, fmt, g, pow2):
         for i in bad[:4])
 
 
-@pytest.mark.parametrize("pow2", [False, True], ids=["plain", "pow2"])
-@pytest.mark.parametrize("g", CAST_GRANS, ids=str)
-@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@_cases(CAST_GRANS)
 def test_dynamic_cast_data_and_scale_are_bitwise_equal(dtype, fmt, g, pow2):
     x = _inputs(dtype)
     codes, scale = ao.dynamic_cast(x, fmt, g, pow2)
