@@ -40,6 +40,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run the long sweeps marked slow (the full 2^32 float32 cast sweep per format)")
     group.addoption("--fp8-update-golden", action="store_true", default=False,
                     help="re-pin tests/golden/<device kind>.json from this install (on purpose; say why in the commit)")
+    group.addoption("--fp8-no-speed-asserts", action="store_true", default=False,
+                    help="gpu benchmarks: report throughput ratios but assert none of them")
     group.addoption("--fp8-dry-run", action="store_true", default=False,
                     help="run the gpu tests on the CPU device at tiny sizes, so CI keeps them alive")
 
@@ -83,6 +85,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.gpu)
         if item.get_closest_marker("slow") and not slow:
             item.add_marker(pytest.mark.skip(reason="slow sweep: run with --fp8-slow"))
+        _gate_capability(item)
         needed = [p for mark in item.iter_markers("needs") for p in mark.args]
         if item.get_closest_marker("torchao"):
             needed.append("torchao")
@@ -90,6 +93,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if missing:
             item.add_marker(pytest.mark.skip(
                 reason=f"needs package(s) {', '.join(missing)}, not installed (pip install -e '.[test]')"))
+
+
+def _gate_capability(item: pytest.Item) -> None:
+    """``@pytest.mark.sm(90, "why")``: skip on a CUDA device below that compute capability,
+    naming the device. Without CUDA the gpu_device fixture decides (skip, or CPU dry run)."""
+    mark = item.get_closest_marker("sm")
+    if mark is None:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    need = mark.args[0]
+    why = mark.args[1] if len(mark.args) > 1 else ""
+    major, minor = torch.cuda.get_device_capability()
+    if major * 10 + minor < need:
+        item.add_marker(pytest.mark.skip(
+            reason=f"needs sm{need}+ ({why}); this device: {torch.cuda.get_device_name()} (sm{major}{minor})"))
+
+
+@pytest.fixture(scope="session")
+def dry_run(request: pytest.FixtureRequest) -> bool:
+    """True when gpu tests run on the CPU device (--fp8-dry-run without a GPU): tiny sizes, no speed asserts."""
+    import torch
+
+    return bool(request.config.getoption("--fp8-dry-run")) and not torch.cuda.is_available()
+
+
+@pytest.fixture(scope="session")
+def speed_asserts(request: pytest.FixtureRequest, dry_run: bool) -> bool:
+    return not dry_run and not request.config.getoption("--fp8-no-speed-asserts")
 
 
 @pytest.fixture(scope="session")
@@ -108,11 +142,19 @@ def gpu_device(request: pytest.FixtureRequest) -> str:
 # --- the cast-conformance summary ------------------------------------------------------------
 _REPORTS_KEY = pytest.StashKey[list]()
 _OBSERVED_KEY = pytest.StashKey[dict]()
+_THROUGHPUT_KEY = pytest.StashKey[list]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.stash[_REPORTS_KEY] = []
     config.stash[_OBSERVED_KEY] = {}
+    config.stash[_THROUGHPUT_KEY] = []
+
+
+@pytest.fixture
+def record_throughput(request: pytest.FixtureRequest):
+    """Keep a throughput row (dict with a 'name') for the end-of-session table."""
+    return request.config.stash[_THROUGHPUT_KEY].append
 
 
 @pytest.fixture
@@ -135,6 +177,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.section("FP8 behaviour observed on this install")
         for key in sorted(observed):
             terminalreporter.write_line(f"{key}: {observed[key]}")
+    rows = config.stash.get(_THROUGHPUT_KEY, [])
+    if rows:
+        terminalreporter.section("FP8 throughput (same-run ratios)")
+        for r in rows:
+            extra = "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items() if k != "name")
+            terminalreporter.write_line(f"{r['name']}: {extra}")
     reports = config.stash.get(_REPORTS_KEY, [])
     if reports:
         from fp8ref.conformance import summarize_reports

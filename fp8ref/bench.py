@@ -11,7 +11,30 @@ import torch
 from .codec import encode
 from .formats import FP8_FORMATS, get_format
 
-__all__ = ["best_time", "codec_throughput"]
+__all__ = ["best_time", "codec_throughput", "PEAK_TFLOPS", "peak_tflops", "LLM_GEMM_SHAPES", "gemm_tflops",
+           "scaled_mm_vs_bf16"]
+
+# Dense (no sparsity) tensor-core peaks in TFLOP/s, from NVIDIA's datasheets: H100 SXM / H200
+# 989 BF16, 1,979 FP8; H100 PCIe 756 / 1,513; B200 2,250 / 4,500. Matched by substring of
+# torch.cuda.get_device_name(), most specific first.
+PEAK_TFLOPS: dict[str, dict[str, float]] = {
+    "H100 PCIe": {"bf16": 756.0, "fp8": 1513.0},
+    "H100": {"bf16": 989.0, "fp8": 1979.0},
+    "H200": {"bf16": 989.0, "fp8": 1979.0},
+    "B200": {"bf16": 2250.0, "fp8": 4500.0},
+}
+
+# (name, M, K, N) for y = x @ w.T with x (M, K) and w (N, K): projections of Qwen3-4B (hidden
+# 2560, intermediate 9728) and Llama-3-8B (hidden 4096, intermediate 14336), and a square 8192^3.
+LLM_GEMM_SHAPES = [
+    ("qwen3-4b.qkv", 8192, 2560, 6144),
+    ("qwen3-4b.mlp_up", 8192, 2560, 9728),
+    ("qwen3-4b.mlp_down", 8192, 9728, 2560),
+    ("llama3-8b.qkv", 16384, 4096, 6144),
+    ("llama3-8b.mlp_up", 4096, 4096, 14336),
+    ("llama3-8b.mlp_down", 4096, 14336, 4096),
+    ("square-8192", 8192, 8192, 8192),
+]
 
 
 def best_time(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
@@ -59,3 +82,50 @@ def codec_throughput(n: int = 1 << 24, formats=FP8_FORMATS, repeat: int = 5, dev
             "ratio": t_native / t_codec,
         })
     return rows
+
+
+def peak_tflops(device_name: str) -> "dict[str, float] | None":
+    """The peak table row for a device name, or None when the device is not in the table."""
+    if not isinstance(device_name, str):
+        raise TypeError(f"device_name: expected a str, got {type(device_name).__name__}")
+    for key, row in PEAK_TFLOPS.items():
+        if key in device_name:
+            return row
+    return None
+
+
+def gemm_tflops(m: int, k: int, n: int, seconds: float) -> float:
+    if seconds <= 0:
+        raise ValueError(f"seconds: expected a positive time, got {seconds!r}")
+    return 2.0 * m * k * n / seconds / 1e12
+
+
+def scaled_mm_vs_bf16(m: int, k: int, n: int, device: str = "cuda", repeat: int = 10,
+                      fast_accum: bool = True) -> dict:
+    """Time bf16 ``mm`` and tensorwise-scaled E4M3 ``torch._scaled_mm`` on the same shape, in one
+    run (alternating), and return TFLOP/s of each, the ratio, and percent of peak if known."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=gen).to(device=device, dtype=torch.bfloat16)
+    b = torch.randn(n, k, generator=gen).to(device=device, dtype=torch.bfloat16)
+    a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t()  # row-major x column-major
+    one = torch.tensor(1.0, device=device)
+
+    def bf16():
+        return a @ b.t()
+
+    def fp8():
+        return torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
+
+    t_bf16 = t_fp8 = float("inf")
+    for _ in range(repeat):
+        t_bf16 = min(t_bf16, best_time(bf16, repeat=1))
+        t_fp8 = min(t_fp8, best_time(fp8, repeat=1))
+    row = {"m": m, "k": k, "n": n, "device": device, "bf16_tflops": gemm_tflops(m, k, n, t_bf16),
+           "fp8_tflops": gemm_tflops(m, k, n, t_fp8), "fp8_over_bf16": t_bf16 / t_fp8}
+    name = torch.cuda.get_device_name() if torch.device(device).type == "cuda" else "cpu"
+    peak = peak_tflops(name)
+    row["device_name"] = name
+    if peak:
+        row["bf16_pct_peak"] = 100 * row["bf16_tflops"] / peak["bf16"]
+        row["fp8_pct_peak"] = 100 * row["fp8_tflops"] / peak["fp8"]
+    return row

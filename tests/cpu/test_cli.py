@@ -48,3 +48,23 @@ def test_module_entry_point_and_help():
 def test_bench_rejects_bad_arguments(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_peak_table_matches_device_names_most_specific_first():
+    from fp8ref.bench import gemm_tflops, peak_tflops
+
+    assert peak_tflops("NVIDIA H100 PCIe")["bf16"] == 756.0
+    assert peak_tflops("NVIDIA H100 80GB HBM3") == {"bf16": 989.0, "fp8": 1979.0}
+    assert peak_tflops("NVIDIA H200")["fp8"] == 1979.0 and peak_tflops("NVIDIA B200")["fp8"] == 4500.0
+    assert peak_tflops("NVIDIA A100-SXM4-80GB") is None
+    assert gemm_tflops(1000, 1000, 1000, 1e-3) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="seconds"):
+        gemm_tflops(1, 1, 1, 0.0)
+
+
+def test_scaled_mm_vs_bf16_reports_both_and_their_ratio_on_cpu():
+    from fp8ref.bench import scaled_mm_vs_bf16
+
+    row = scaled_mm_vs_bf16(32, 64, 48, device="cpu", repeat=1)
+    assert row["fp8_over_bf16"] == pytest.approx(row["fp8_tflops"] / row["bf16_tflops"])
+    assert row["device_name"] == "cpu" and "fp8_pct_peak" not in row

@@ -1,0 +1,99 @@
+"""Throughput on the GPU: FP8 _scaled_mm vs bf16 mm on LLM projection shapes, Float8Linear
+forward+backward vs nn.Linear per recipe, and one training step. Numbers go into the benchmark
+JSON (extra_info) and the "FP8 throughput" table at the end of the run.
+
+Only robust ratios are asserted (FP8 >= 1.3x bf16 on the 8192^3 GEMM on sm90+), never absolute
+times; --fp8-no-speed-asserts turns that off, and the --fp8-dry-run (CPU, tiny shapes) asserts
+nothing about speed. Marked benchmark: run with `pytest -m gpu` (they are gpu tests) or
+`pytest -m "gpu and benchmark"`."""
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from fp8ref.bench import LLM_GEMM_SHAPES, best_time, scaled_mm_vs_bf16
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("pytest_benchmark")]
+
+DRY_SHAPE = (64, 128, 64)
+
+
+@pytest.mark.parametrize("name,m,k,n", LLM_GEMM_SHAPES, ids=[s[0] for s in LLM_GEMM_SHAPES])
+def test_scaled_mm_vs_bf16_mm_throughput(name, m, k, n, gpu_device, dry_run, speed_asserts, benchmark,
+                                          record_throughput):
+    if dry_run:
+        m, k, n = DRY_SHAPE
+    row = scaled_mm_vs_bf16(m, k, n, device=gpu_device, repeat=3 if dry_run else 10)
+    a8 = torch.randn(m, k).to(gpu_device).to(torch.float8_e4m3fn)
+    b8 = torch.randn(n, k).to(gpu_device).to(torch.float8_e4m3fn).t()
+    one = torch.tensor(1.0, device=gpu_device)
+
+    def fp8():
+        out = torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
+        if gpu_device == "cuda":
+            torch.cuda.synchronize()  # inside the timed target
+        return out
+
+    out = benchmark(fp8)
+    assert out.shape == (m, n)
+    benchmark.extra_info.update(row)
+    record_throughput({"name": f"scaled_mm {name} ({m}x{k}x{n})", **{k_: v for k_, v in row.items() if k_ not in ("m", "k", "n")}})
+    if speed_asserts and name == "square-8192" and torch.cuda.get_device_capability()[0] >= 9:
+        assert row["fp8_over_bf16"] >= 1.3, f"FP8 only {row['fp8_over_bf16']:.2f}x bf16 at 8192^3 on {row['device_name']}"
+
+
+@pytest.mark.torchao
+@pytest.mark.parametrize("recipe", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise"))])
+def test_float8linear_fwd_bwd_vs_linear(recipe, gpu_device, dry_run, benchmark, record_throughput):
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    tokens, d_in, d_out = (64, 128, 256) if dry_run else (16384, 4096, 14336)
+    lin = torch.nn.Sequential(torch.nn.Linear(d_in, d_out, bias=False)).to(torch.bfloat16).to(gpu_device)
+    f8 = convert_to_float8_training(copy.deepcopy(lin), config=Float8LinearConfig.from_recipe_name(recipe))
+    x = torch.randn(tokens, d_in, device=gpu_device, dtype=torch.bfloat16, requires_grad=True)
+
+    def step(m):
+        def run():
+            m(x).sum().backward()
+        return run
+
+    t_bf16, t_fp8 = best_time(step(lin), repeat=3), best_time(step(f8), repeat=3)
+    benchmark(step(f8))
+    row = {"bf16_ms": 1e3 * t_bf16, "fp8_ms": 1e3 * t_fp8, "fp8_speedup": t_bf16 / t_fp8}
+    benchmark.extra_info.update(row)
+    record_throughput({"name": f"Float8Linear {recipe} fwd+bwd ({tokens}x{d_in}->{d_out})", **row})
+    assert x.grad is not None and torch.isfinite(x.grad.float()).all()
+
+
+@pytest.mark.torchao
+def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_throughput):
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    d, layers, tokens = (128, 2, 64) if dry_run else (4096, 4, 8192)
+
+    def model():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+                                     for _ in range(layers)]).to(torch.bfloat16).to(gpu_device)
+
+    x = torch.randn(tokens, d, device=gpu_device, dtype=torch.bfloat16)
+
+    def trainer(m):
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            m(x).float().square().mean().backward()
+            opt.step()
+        return step
+
+    hp = model()
+    f8 = convert_to_float8_training(model(), config=dataclasses.replace(Float8LinearConfig.from_recipe_name("tensorwise")))
+    t_bf16, t_fp8 = best_time(trainer(hp), repeat=3), best_time(trainer(f8), repeat=3)
+    benchmark(trainer(f8))
+    row = {"bf16_tokens_s": tokens / t_bf16, "fp8_tokens_s": tokens / t_fp8, "fp8_speedup": t_bf16 / t_fp8}
+    benchmark.extra_info.update(row)
+    record_throughput({"name": f"training step ({layers} MLP blocks, d={d}, {tokens} tokens)", **row})
+    assert all(torch.isfinite(p).all() for p in f8.parameters())
