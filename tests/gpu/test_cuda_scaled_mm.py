@@ -30,6 +30,18 @@ def _operands(a_g, b_g, dry_run, device):
     return qa, qb, A, B, ref
 
 
+def _scaled_mm_if_supported(A, B, sa, sb, label, device, record_observation):
+    """Run a scaling mode this torch may not have on this device; skip, saying so, if it does not."""
+    key = f"_scaled_mm {label} on {device}"
+    try:
+        out = torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+    except (RuntimeError, ValueError, NotImplementedError) as exc:
+        record_observation(key, f"unsupported: {type(exc).__name__}")
+        pytest.skip(f"torch {torch.__version__} has no {label} _scaled_mm on {device}: {str(exc).splitlines()[0][:200]}")
+    record_observation(key, "supported")
+    return out
+
+
 def _check(out, ref, what):
     out = out.double().cpu()
     d, db = calc_diff(out, ref), sqnr(out, ref)
@@ -53,12 +65,7 @@ def test_blockwise_scaled_mm_where_supported(gpu_device, dry_run, record_observa
     qa, qb, A, B, ref = _operands(tile(128), block(128), dry_run, gpu_device)
     sa = (1 / qa.scale).to(gpu_device)  # (M, K/128)
     sb = (1 / qb.scale).to(gpu_device).t()  # (K/128, N/128)
-    try:
-        out = torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
-    except (RuntimeError, ValueError, NotImplementedError) as exc:
-        record_observation(f"_scaled_mm blockwise 1x128/128x128 on {gpu_device}", f"unsupported: {type(exc).__name__}")
-        pytest.skip(f"torch {torch.__version__} has no blockwise _scaled_mm on {gpu_device}: {str(exc).splitlines()[0][:200]}")
-    record_observation(f"_scaled_mm blockwise 1x128/128x128 on {gpu_device}", "supported")
+    out = _scaled_mm_if_supported(A, B, sa, sb, "blockwise 1x128/128x128", gpu_device, record_observation)
     _check(out, ref, "blockwise")
 
 
@@ -70,10 +77,5 @@ def test_mx_scaled_mm_where_supported(gpu_device, dry_run, record_observation):
     qa, qb, A, B, ref = _operands(mx(32), mx(32), dry_run, gpu_device)
     sa = to_blocked(qa.scale_e8m0.view(torch.float8_e8m0fnu)).to(gpu_device)
     sb = to_blocked(qb.scale_e8m0.view(torch.float8_e8m0fnu)).to(gpu_device)
-    try:
-        out = torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
-    except (RuntimeError, ValueError, NotImplementedError) as exc:
-        record_observation(f"_scaled_mm mxfp8 on {gpu_device}", f"unsupported: {type(exc).__name__}")
-        pytest.skip(f"torch {torch.__version__} has no MX _scaled_mm on {gpu_device}: {str(exc).splitlines()[0][:200]}")
-    record_observation(f"_scaled_mm mxfp8 on {gpu_device}", "supported")
+    out = _scaled_mm_if_supported(A, B, sa, sb, "mxfp8", gpu_device, record_observation)
     _check(out, ref, "mxfp8")
