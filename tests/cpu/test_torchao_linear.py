@@ -254,7 +254,7 @@ def test_tiny_model_trains_the_same_under_torchao_and_fp8ref(recipe, record_obse
     theirs = _train_tiny(ao)
     ours = _train_tiny(lambda m: convert(m, recipe))
     hp = _train_tiny(lambda m: m)
-    record_observation(f"tiny LM 20 steps ({recipe}): loss first/last torchao, fp8ref, bf16-free fp32",
+    record_observation(f"tiny LM 20 steps ({recipe}): loss first/last torchao, fp8ref, fp32 without FP8",
                        f"{theirs[0]:.4f}/{theirs[-1]:.4f}, {ours[0]:.4f}/{ours[-1]:.4f}, {hp[0]:.4f}/{hp[-1]:.4f}")
     assert theirs[-1] < theirs[0] and ours[-1] < ours[0]
     assert abs(theirs[0] - ours[0]) <= 1e-5 * ours[0]
