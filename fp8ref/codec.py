@@ -3,8 +3,8 @@
 ``encode`` maps float32 / bfloat16 / float16 tensors to uint8 codes with round-to-nearest,
 ties-to-even (IEEE 754 roundTiesToEven); ``decode`` maps codes back to float32.
 
-Independence rule (DESIGN.md): nothing in this module calls ``Tensor.to(torch.float8_*)``,
-``torch._scaled_mm`` or torchao. The only torch used is integer arithmetic on the input's
+Independence rule (DESIGN.md): nothing in this module calls torch's native float8 cast, its
+scaled FP8 matmul or torchao. The only torch used is integer arithmetic on the input's
 float32 bit pattern and table look-ups.
 
 How the rounding works (``_encode_exact``): a finite |x| in float32 is ``sig x 2^(ue - 23)``
