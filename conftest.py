@@ -3,10 +3,8 @@ profiles, the report header and the cast-conformance summary."""
 
 from __future__ import annotations
 
-import importlib
 import importlib.util
 import os
-import platform
 from pathlib import Path
 
 import pytest
@@ -50,16 +48,11 @@ def _has(pkg: str) -> bool:
     return importlib.util.find_spec(pkg) is not None
 
 
-def _version(pkg: str) -> str:
-    try:
-        return importlib.import_module(pkg).__version__
-    except Exception:  # noqa: BLE001 - a header must never break the run
-        return "not installed"
-
-
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    lines = [f"fp8ref: python {platform.python_version()}, torch {_version('torch')}, "
-             f"torchao {_version('torchao')}, ml_dtypes {_version('ml_dtypes')}"]
+    from fp8ref.profile import versions
+
+    v = {k: (x if x is not None else "not installed") for k, x in versions().items()}
+    lines = [f"fp8ref: python {v['python']}, torch {v['torch']}, torchao {v['torchao']}, ml_dtypes {v['ml_dtypes']}"]
     try:
         import torch
 

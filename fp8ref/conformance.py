@@ -43,9 +43,6 @@ __all__ = [
     "merge_reports",
 ]
 
-INPUT_CLASSES = ("in_range", "nan", "overflow", "inf", "no_encoding")
-
-
 @dataclasses.dataclass(frozen=True)
 class Implementation:
     name: str  # e.g. "torch-cpu", "ml_dtypes"

@@ -25,7 +25,7 @@ from .recipes import GemmRecipe, LinearRecipe, OperandCast, get_recipe
 from .scaling import amax, tensorwise
 
 __all__ = ["fp8_linear", "fp8_autocast", "fp8_state", "Fp8LinearFunction", "cast_operand", "emulated_gemm",
-           "Float8Linear", "convert", "default_module_filter"]
+           "Float8Linear", "convert", "default_module_filter", "seed_mlp_problem", "train_seed_mlp"]
 
 
 def cast_operand(t: torch.Tensor, op: OperandCast) -> torch.Tensor:
@@ -219,3 +219,30 @@ def fp8_autocast(enabled: bool = True, update_interval: "int | None" = None, sta
             yield st
     finally:
         st.enabled, st.update_interval = prev
+
+
+def seed_mlp_problem() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The seed smoke check's regression task and initial weights (fixed seeds): X, Y, W1, W2."""
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(512, 32, generator=gen)
+    Y = torch.tanh(X @ (torch.randn(16, 32, generator=gen) / 6).T)
+    gen = torch.Generator().manual_seed(1)
+    return X, Y, torch.randn(64, 32, generator=gen) / 6, torch.randn(16, 64, generator=gen) / 8
+
+
+def train_seed_mlp(fp8: bool, steps: int = 300) -> list[float]:
+    """Train the seed's 2-layer MLP with AdamW (fp32 master weights and optimizer state) and
+    return the loss at every step. ``fp8``: every matmul is ``fp8_linear`` under torchao's
+    tensorwise recipe (E4M3 input and weight, E5M2 output gradient); else plain fp32."""
+    X, Y, W1, W2 = seed_mlp_problem()
+    W1, W2 = W1.requires_grad_(), W2.requires_grad_()
+    opt = torch.optim.AdamW([W1, W2], lr=3e-3)
+    mm = (lambda inp, w: fp8_linear(inp, w, recipe="tensorwise")) if fp8 else (lambda inp, w: inp @ w.T)
+    losses = []
+    for _ in range(steps):
+        loss = ((mm(torch.relu(mm(X, W1)), W2) - Y) ** 2).mean()
+        losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return losses

@@ -173,25 +173,11 @@ def _probe_torchao(device: str) -> dict:
 def _probe_emulated_mlp() -> dict:
     """The seed's MLP trained with fp8ref's emulated FP8 (tensorwise): the loss at a few steps,
     rounded; what moves it is torch's matmul and optimizer, not torch's FP8 casts."""
-    from .emulate import fp8_linear
+    from .emulate import train_seed_mlp
 
     with _one_thread():
-        gen = torch.Generator().manual_seed(0)
-        X = torch.randn(512, 32, generator=gen)
-        Y = torch.tanh(X @ (torch.randn(16, 32, generator=gen) / 6).T)
-        gen = torch.Generator().manual_seed(1)
-        W1 = (torch.randn(64, 32, generator=gen) / 6).requires_grad_()
-        W2 = (torch.randn(16, 64, generator=gen) / 8).requires_grad_()
-        opt = torch.optim.AdamW([W1, W2], lr=3e-3)
-        curve = {}
-        for step in range(300):
-            loss = ((fp8_linear(torch.relu(fp8_linear(X, W1)), W2) - Y) ** 2).mean()
-            if step in (0, 50, 100, 200, 299):
-                curve[step] = round(loss.item(), 4)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    return {f"emulated_mlp.loss.step{s:03d}": v for s, v in curve.items()}
+        losses = train_seed_mlp(True, steps=300)
+    return {f"emulated_mlp.loss.step{s:03d}": round(losses[s], 4) for s in (0, 50, 100, 200, 299)}
 
 
 def _probe_special_casts(device: str) -> dict:

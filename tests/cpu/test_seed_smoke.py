@@ -7,7 +7,7 @@ in-range bound), and which outcome this install has is reported in the summary.
 
 import torch
 
-from fp8ref.emulate import fp8_linear
+from fp8ref.emulate import seed_mlp_problem, train_seed_mlp
 from fp8ref.formats import E4M3FN, E5M2
 from fp8ref.quantize import quantize, quantize_with_scale
 from fp8ref.scaling import amax_to_scale, tile
@@ -54,33 +54,10 @@ def test_seed_4_tiles_keep_normal_rows_accurate_next_to_an_outlier_row():
     assert err_tile < err_tensor, (err_tile, err_tensor)
 
 
-def _problem():
-    """The seed's regression task and initial weights (fixed seeds)."""
-    gen = torch.Generator().manual_seed(0)
-    X = torch.randn(512, 32, generator=gen)
-    Y = torch.tanh(X @ (torch.randn(16, 32, generator=gen) / 6).T)
-    gen = torch.Generator().manual_seed(1)
-    return X, Y, torch.randn(64, 32, generator=gen) / 6, torch.randn(16, 64, generator=gen) / 8
-
-
-def _train(fp8: bool, steps: int = 300) -> float:
-    X, Y, W1, W2 = _problem()
-    W1, W2 = W1.requires_grad_(), W2.requires_grad_()
-    opt = torch.optim.AdamW([W1, W2], lr=3e-3)  # fp32 master weights and optimizer state
-    # torchao's tensorwise recipe: E4M3 input and weight, E5M2 output gradient, one scale per tensor
-    mm = (lambda inp, w: fp8_linear(inp, w, recipe="tensorwise")) if fp8 else (lambda inp, w: inp @ w.T)
-    for _ in range(steps):
-        loss = ((mm(torch.relu(mm(X, W1)), W2) - Y) ** 2).mean()
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return loss.item()
-
-
 def test_seed_5_emulated_fp8_mlp_trains_within_10_percent_of_fp32(record_observation):
-    X, Y, W1, W2 = _problem()
+    X, Y, W1, W2 = seed_mlp_problem()
     initial = ((torch.relu(X @ W1.T) @ W2.T - Y) ** 2).mean().item()
-    l32, l8 = _train(False), _train(True)
+    l32, l8 = train_seed_mlp(False)[-1], train_seed_mlp(True)[-1]
     gap = abs(l8 - l32) / l32
     record_observation("seed check 5: MLP loss initial / fp32 / emulated fp8 after 300 steps (gap)",
                        f"{initial:.5f} / {l32:.5f} / {l8:.5f} ({gap:.2%})")

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fp8ref.emulate import Float8Linear, convert, emulated_gemm
-from fp8ref.formats import E4M3FN, E5M2
+from fp8ref.formats import E4M3FN
 from fp8ref.metrics import sqnr
 from fp8ref.quantize import quantize
 from fp8ref.recipes import RECIPES
