@@ -1,4 +1,4 @@
-"""Command line: ``python -m fp8ref {formats,profile,diff,bench}``."""
+"""Command line: ``python -m fp8ref {formats,profile,diff,finetune,bench}``."""
 
 from __future__ import annotations
 
@@ -65,6 +65,60 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Bars:
+    """One progress bar per run (tqdm when installed, a line every tenth of the run otherwise)."""
+
+    def __init__(self) -> None:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            tqdm = None
+        self.tqdm, self.bar, self.label = tqdm, None, None
+
+    def __call__(self, label: str, step: int, steps: int, loss: float, tps: "float | None") -> None:
+        rate = f"{tps:,.0f} tok/s" if tps else "warm-up"
+        if self.tqdm is None:
+            if step == steps or step % max(1, steps // 10) == 0:
+                print(f"{label}: step {step}/{steps} loss {loss:.4f} {rate}", file=sys.stderr, flush=True)
+            return
+        if label != self.label:
+            self.close()
+            self.bar, self.label = self.tqdm(total=steps, desc=f"{label:5s}", unit="step", leave=True), label
+        self.bar.set_postfix_str(f"loss {loss:.4f}, {rate}", refresh=False)
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _cmd_finetune(args: argparse.Namespace) -> int:
+    from .finetune import FinetuneConfig, ResourceUnavailable, compare, plot_losses, save_results, summary_lines
+
+    cfg = FinetuneConfig(
+        preset=args.preset, model=args.model, dataset=args.dataset, recipe=args.recipe, backend=args.backend,
+        steps=args.steps, seq_len=args.seq_len, batch=args.batch, lr=args.lr, layers=args.layers,
+        compile=args.compile, grad_checkpointing=args.grad_checkpointing, seed=args.seed, device=args.device,
+    )
+    bars = _Bars() if not args.no_progress else None
+    try:
+        results = compare(cfg, progress=bars)
+    except (ResourceUnavailable, ValueError, ImportError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if bars is not None:
+            bars.close()
+    prefix = args.out or f"finetune-{args.preset if args.model is None else 'model'}-{args.backend}-{args.recipe}"
+    for line in summary_lines(results):
+        print(line)
+    print(f"wrote {save_results(results, prefix + '.json')}")
+    if not args.no_plot:
+        print(f"wrote {plot_losses(results, prefix + '.png')}")
+    return 0
+
+
 def main(argv: "list[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fp8ref", description="fp8ref: FP8 reference and checks")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -83,6 +137,32 @@ def main(argv: "list[str] | None" = None) -> int:
     p.add_argument("a", help="profile JSON (e.g. the golden)")
     p.add_argument("b", help="profile JSON (e.g. this install)")
     p.set_defaults(func=_cmd_diff)
+
+    p = sub.add_parser("finetune", help="train one causal LM in bf16 and in FP8; speedup, loss gap, JSON + PNG")
+    p.add_argument("--preset", default="tiny", choices=["tiny", "small", "4b-shaped"],
+                   help="model shape and defaults (tiny: ~0.8M params, a CPU minute; default tiny)")
+    p.add_argument("--model", help="opt-in: a pretrained causal LM (hub id or directory) instead of the preset")
+    p.add_argument("--dataset", default="grammar",
+                   help="grammar (embedded, default), wikitext (opt-in download) or a local .txt/.json/.jsonl/.csv/.parquet")
+    p.add_argument("--backend", default="torchao", choices=["torchao", "fp8ref"],
+                   help="FP8 from torchao convert_to_float8_training or fp8ref's emulated Float8Linear")
+    p.add_argument("--recipe", default="tensorwise",
+                   help="torchao: tensorwise, rowwise, rowwise_with_gw_hp; fp8ref: any fp8ref recipe")
+    p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
+    p.add_argument("--seq-len", type=int, help="tokens per row (default: the preset's)")
+    p.add_argument("--batch", type=int, help="rows per step (default: the preset's)")
+    p.add_argument("--lr", type=float, help="peak learning rate (default: the preset's; 1e-5 with --model)")
+    p.add_argument("--layers", type=int, help="decoder layers of the preset model")
+    p.add_argument("--compile", action="store_true", help="torch.compile both models (compile time excluded)")
+    p.add_argument("--grad-checkpointing", action="store_true", help="activation checkpointing in both runs")
+    p.add_argument("--seed", type=int, default=0, help="init and data seed (default 0)")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                   help="torch device (default: cuda when available)")
+    p.add_argument("--out", help="output prefix: writes PREFIX.json and PREFIX.png "
+                                 "(default finetune-<preset>-<backend>-<recipe>)")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNG")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_finetune)
 
     p = sub.add_parser("bench", help="throughput benchmarks")
     p.add_argument("what", choices=["codec"], help="codec: the codec's encode vs torch's native cast")

@@ -42,7 +42,7 @@ def device_kind(device: str = "cpu") -> str:
     raise ValueError(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
 
 
-def _version(pkg: str) -> "str | None":
+def package_version(pkg: str) -> "str | None":
     try:
         return importlib.import_module(pkg).__version__
     except Exception:  # noqa: BLE001 - absent or broken: recorded as None
@@ -54,8 +54,8 @@ def versions(device: str = "cpu") -> dict:
     out = {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "torchao": _version("torchao"),
-        "ml_dtypes": _version("ml_dtypes"),
+        "torchao": package_version("torchao"),
+        "ml_dtypes": package_version("ml_dtypes"),
         "cuda": torch.version.cuda,
         "device": device_kind(device),
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.machine(),

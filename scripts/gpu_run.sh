@@ -2,7 +2,8 @@
 # One end-to-end GPU run on a T2 runner (one H100 / H200 / B200): the GPU suite with the
 # benchmarks, a CUDA behaviour profile, and the artefacts under ${OUT:-gpu-out}/.
 #   bash scripts/gpu_run.sh            # torch with CUDA, torchao and the test extras already installed
-# On the lent device machine (torch preinstalled, no torchao): carry wheels in .whl/ and run
+# On the lent device machine (torch preinstalled, no torchao, no datasets): carry the torchao,
+# datasets, dill and multiprocess wheels (and their missing dependencies) in .whl/ and run
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 # first. Nothing here needs the network.
 set -uo pipefail
@@ -19,7 +20,7 @@ for pkg in ("torchao", "ml_dtypes", "transformers", "datasets", "hypothesis", "p
     except Exception as e:
         print(pkg, "missing", type(e).__name__)
 PY
-python3 -m pytest -m gpu -p no:cacheprovider --benchmark-json="$out/benchmarks.json" \
+FP8REF_RESULTS_DIR="$out" python3 -m pytest -m gpu -p no:cacheprovider --benchmark-json="$out/benchmarks.json" \
   --junitxml="$out/junit.xml" -o addopts="--strict-markers -ra" 2>&1 | tee "$out/pytest-gpu.log"
 rc=${PIPESTATUS[0]}
 python3 -m fp8ref profile --device cuda --out "$out/cuda-profile.json" 2>&1 | tail -1

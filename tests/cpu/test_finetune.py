@@ -1,0 +1,228 @@
+"""bf16 vs FP8 training on the tiny preset (CPU): both runs learn, start from the same weights,
+stay within the stated tail-gap bound and above the corpus's entropy floor; plus the harness's
+plumbing (results JSON, plot, CLI, opt-in loaders and their errors), all without a network."""
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fp8ref.corpus import GRAMMAR
+from fp8ref.finetune import (TAIL_GAP_BOUND, FinetuneConfig, ResourceUnavailable, compare, plot_losses,
+                             save_results, tail_gap)
+
+pytestmark = pytest.mark.needs("transformers", "datasets")
+
+LINEARS_PER_QWEN3_LAYER = 7  # q, k, v, o projections; gate, up, down of the SwiGLU MLP
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    pytest.importorskip("torchao")
+    return compare(FinetuneConfig(preset="tiny"))
+
+
+def test_both_runs_learn_well_below_their_start(tiny):
+    for label in ("bf16", "fp8"):
+        losses = tiny["runs"][label]["losses"]
+        # a random-init model starts near the uniform loss ln(vocab) ...
+        assert losses[0] == pytest.approx(math.log(272), rel=0.05), label
+        # ... and the tail mean ends far below it
+        assert tiny["runs"][label]["tail_loss"] < 0.5 * losses[0], label
+
+
+def test_both_runs_start_from_the_same_weights_and_batches(tiny):
+    b, f = tiny["runs"]["bf16"], tiny["runs"]["fp8"]
+    assert b["init_checksum"] == f["init_checksum"]
+    # step 1 sees the same weights and batch: only the FP8 casts differ, so the losses are close
+    # but not equal (equal would mean the FP8 run never cast anything)
+    assert f["losses"][0] == pytest.approx(b["losses"][0], rel=0.01)
+    assert f["losses"] != b["losses"]
+
+
+def test_tail_loss_gap_within_the_stated_bound(tiny, record_observation):
+    gap = tiny["tail_gap"]
+    record_observation("finetune tiny: tail loss gap fp8 vs bf16 (torchao tensorwise, CPU)", f"{100 * gap:+.2f}%")
+    assert abs(gap) <= TAIL_GAP_BOUND["tiny"], (
+        f"FP8 tail loss {tiny['runs']['fp8']['tail_loss']:.4f} vs bf16 {tiny['runs']['bf16']['tail_loss']:.4f}")
+
+
+def test_no_run_beats_the_corpus_entropy_floor(tiny):
+    # Below the entropy rate would mean the model saw its labels (a shifting bug), not skill.
+    assert tiny["data"]["loss_floor"] == pytest.approx(GRAMMAR.loss_floor())
+    for label in ("bf16", "fp8"):
+        assert min(tiny["runs"][label]["losses"]) > tiny["data"]["loss_floor"], label
+
+
+def test_the_seed_module_filter_converts_every_decoder_linear_but_the_head(tiny):
+    cfg = tiny["config"]
+    assert tiny["model"]["fp8_linears"] == LINEARS_PER_QWEN3_LAYER * cfg["layers"]
+    assert tiny["model"]["kept_high_precision"] == ["lm_head"]
+
+
+def test_throughput_is_measured_after_warm_up(tiny):
+    cfg = FinetuneConfig(preset="tiny").resolved()
+    for label in ("bf16", "fp8"):
+        run = tiny["runs"][label]
+        assert run["throughput_steps"] == cfg.steps - cfg.throughput_warmup
+        timed = run["step_seconds"][cfg.throughput_warmup:]
+        assert run["tokens_per_s"] == pytest.approx(cfg.batch * cfg.seq_len * len(timed) / sum(timed))
+    assert tiny["speedup"] == pytest.approx(tiny["runs"]["fp8"]["tokens_per_s"] / tiny["runs"]["bf16"]["tokens_per_s"])
+
+
+def test_results_json_round_trips(tiny, tmp_path):
+    path = save_results(tiny, tmp_path / "r.json")
+    back = json.loads(path.read_text())
+    assert back["schema"] == "fp8ref.finetune/1"
+    assert back["runs"]["fp8"]["losses"] == tiny["runs"]["fp8"]["losses"]
+    assert back["versions"]["torch"] == torch.__version__
+    assert back["config"]["recipe"] == "tensorwise" and back["config"]["backend"] == "torchao"
+
+
+@pytest.mark.needs("matplotlib")
+def test_plot_is_a_png(tiny, tmp_path):
+    path = plot_losses(tiny, tmp_path / "r.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_tail_gap_is_the_relative_difference_of_the_last_tenth():
+    k, b, f, gap = tail_gap([9.0] * 18 + [2.0, 2.0], [9.0] * 18 + [2.0, 2.2])
+    assert (k, b, f) == (2, 2.0, 2.1)
+    assert gap == pytest.approx(0.05)
+    assert math.isnan(tail_gap([1.0, 1.0], [1.0, None])[3])  # a diverged run has no gap
+    with pytest.raises(ValueError, match="baseline, fp8"):
+        tail_gap([1.0], [1.0, 2.0])
+
+
+@pytest.mark.torchao
+def test_fp8ref_emulation_and_torchao_agree_on_the_first_step():
+    """The same recipe through torchao (torch._scaled_mm) and through fp8ref's emulation: same
+    weights, same batch, so step 1's losses agree to bf16 rounding, and both differ from bf16."""
+    runs = {b: compare(FinetuneConfig(preset="tiny", backend=b, steps=2)) for b in ("torchao", "fp8ref")}
+    ao, ref = runs["torchao"]["runs"]["fp8"]["losses"][0], runs["fp8ref"]["runs"]["fp8"]["losses"][0]
+    bf16 = runs["torchao"]["runs"]["bf16"]["losses"][0]
+    assert ao == pytest.approx(ref, rel=2e-3)
+    assert runs["fp8ref"]["model"]["fp8_linears"] == runs["torchao"]["model"]["fp8_linears"]
+    assert ref != bf16
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("preset", "huge", "preset"),
+    ("backend", "te", "backend"),
+    ("recipe", "blockwise", "recipe"),  # an fp8ref recipe torchao's float8 training does not have
+    ("steps", 0, "steps"),
+    ("seq_len", 1, "seq_len"),
+    ("lr", -1.0, "lr"),
+    ("lr", float("nan"), "lr"),
+    ("device", "tpu:0", "device"),
+])
+def test_bad_config_raises_naming_the_field(field, value, match):
+    with pytest.raises(ValueError, match=match):
+        FinetuneConfig(**{field: value}).resolved()
+
+
+def test_compare_rejects_a_non_config():
+    with pytest.raises(TypeError, match="cfg"):
+        compare({"preset": "tiny"})
+
+
+def test_cli_writes_json_and_png(tmp_path, capsys):
+    pytest.importorskip("torchao")
+    from fp8ref.__main__ import main
+
+    prefix = tmp_path / "out" / "tiny"
+    assert main(["finetune", "--preset", "tiny", "--steps", "12", "--no-progress", "--out", str(prefix)]) == 0
+    out = capsys.readouterr().out
+    assert "speedup" in out and "tail loss gap" in out
+    data = json.loads(prefix.with_suffix(".json").read_text())
+    assert len(data["runs"]["bf16"]["losses"]) == len(data["runs"]["fp8"]["losses"]) == 12
+    if importlib.util.find_spec("matplotlib"):  # the PNG needs matplotlib
+        assert prefix.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_cli_missing_model_directory_is_a_clear_error(capsys):
+    from fp8ref.__main__ import main
+
+    assert main(["finetune", "--model", "./no-such-model-dir", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "no such directory" in err and "Traceback" not in err
+
+
+def _offline_cli(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """The CLI with the hub unreachable by construction (offline mode, an empty cache), so the
+    test never touches the network on any machine."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    return subprocess.run([sys.executable, "-m", "fp8ref", "finetune", "--no-progress", *args],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+
+
+def test_cli_unreachable_hub_model_is_a_clear_error(tmp_path):
+    r = _offline_cli(tmp_path, "--model", "Qwen/Qwen3-4B")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "could not be loaded" in r.stderr and "model hub" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_unreachable_wikitext_is_a_clear_error(tmp_path):
+    r = _offline_cli(tmp_path, "--dataset", "wikitext")
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert "could not be loaded" in r.stderr and "dataset hub" in r.stderr and "Traceback" not in r.stderr
+
+
+def _byte_level_tokenizer():
+    """A transformers tokenizer with one token per byte and an EOS, built locally."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {ch: i for i, ch in enumerate(pre_tokenizers.ByteLevel.alphabet())}
+    vocab["<eos>"] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
+
+
+@pytest.mark.torchao
+def test_opt_in_loaders_on_a_local_model_directory_and_text_file(tmp_path):
+    """--model DIR and --dataset FILE go through AutoModelForCausalLM, AutoTokenizer and
+    datasets.load_dataset, exercised on a model and a text file made here."""
+    from fp8ref.corpus import ByteTokenizer, documents
+    from fp8ref.finetune import preset_model
+
+    cfg = FinetuneConfig(preset="tiny", steps=4, seq_len=32, batch=2, lr=3e-3).resolved()
+    model = preset_model(cfg, ByteTokenizer.vocab_size)
+    model.save_pretrained(tmp_path / "model")
+    _byte_level_tokenizer().save_pretrained(tmp_path / "model")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(documents(4_000, seed=9)))
+    with torch.no_grad():
+        saved = float(sum(p.double().sum() for p in model.parameters()))
+
+    res = compare(FinetuneConfig(model=str(tmp_path / "model"), dataset=str(corpus), steps=4, seq_len=32,
+                                 batch=2, lr=3e-3))
+    assert res["model"]["source"] == str(tmp_path / "model")
+    assert res["runs"]["bf16"]["init_checksum"] == pytest.approx(saved, rel=1e-9)
+    assert res["data"]["loss_floor"] is None  # a text file's entropy is unknown
+    assert res["data"]["tokens_per_step"] == 64
+    assert all(math.isfinite(x) for x in res["runs"]["fp8"]["losses"])
+
+
+def test_missing_local_dataset_suffix_is_a_value_error(tmp_path):
+    bad = tmp_path / "data.bin"
+    bad.write_bytes(b"\0")
+    with pytest.raises(ValueError, match="dataset"):
+        compare(FinetuneConfig(dataset=str(bad), steps=1))
+
+
+def test_unknown_dataset_name_is_a_value_error():
+    with pytest.raises(ValueError, match="dataset"):
+        compare(FinetuneConfig(dataset="no-such-corpus", steps=1))
+
+
+def test_resource_unavailable_is_raised_for_a_missing_directory():
+    with pytest.raises(ResourceUnavailable, match="no such directory"):
+        compare(FinetuneConfig(model="./definitely/not/here", steps=1))
