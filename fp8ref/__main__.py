@@ -104,7 +104,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     bars = _Bars() if not args.no_progress else None
     try:
         results = compare(cfg, progress=bars)
-    except (ResourceUnavailable, ValueError, ImportError) as exc:
+    except (ResourceUnavailable, ValueError, ImportError) as exc:  # input problems, not tracebacks
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:

@@ -16,6 +16,7 @@ multiples of 16). Heavy imports (transformers, datasets, torchao, matplotlib) st
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import json
 import math
@@ -38,6 +39,8 @@ RESULTS_SCHEMA = "fp8ref.finetune/1"
 TORCHAO_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
 BACKENDS = ("torchao", "fp8ref")
 WIKITEXT = ("Salesforce/wikitext", "wikitext-103-raw-v1")
+# local dataset files by suffix -> the datasets builder that reads them
+LOCAL_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
 # The |tail gap| the tests allow, by preset. tiny (CPU, 100 steps, loss still falling fast): the gap
@@ -110,6 +113,11 @@ class FinetuneConfig:
         allowed = TORCHAO_RECIPES if self.backend == "torchao" else tuple(RECIPES)
         if self.recipe not in allowed:
             raise ValueError(f"recipe: the {self.backend} backend takes one of {allowed}, got {self.recipe!r}")
+        if self.dataset not in ("grammar", "wikitext"):
+            if not os.path.isfile(self.dataset):
+                raise ValueError(f"dataset: expected 'grammar', 'wikitext' or an existing local file, got {self.dataset!r}")
+            if Path(self.dataset).suffix not in LOCAL_BUILDERS:
+                raise ValueError(f"dataset: a local file must end in one of {sorted(LOCAL_BUILDERS)}, got {self.dataset!r}")
         p = PRESETS[self.preset]
         out = dataclasses.replace(
             self,
@@ -225,16 +233,11 @@ def _texts(cfg: FinetuneConfig, n_tokens: int):
     datasets = _require("datasets")
     if cfg.dataset == "wikitext":
         what = f"{WIKITEXT[0]} {WIKITEXT[1]} train"
-        loader = lambda: datasets.load_dataset(*WIKITEXT, split="train")  # noqa: E731
-    elif os.path.exists(cfg.dataset):
-        suffix = Path(cfg.dataset).suffix.lstrip(".")
-        builder = {"txt": "text", "jsonl": "json", "json": "json", "csv": "csv", "parquet": "parquet"}.get(suffix)
-        if builder is None:
-            raise ValueError(f"dataset: a local file must end in .txt, .json, .jsonl, .csv or .parquet, got {cfg.dataset!r}")
+        loader = functools.partial(datasets.load_dataset, *WIKITEXT, split="train")
+    else:  # a local file, checked by FinetuneConfig.resolved
+        builder = LOCAL_BUILDERS[Path(cfg.dataset).suffix]
         what = f"{cfg.dataset} ({builder})"
-        loader = lambda: datasets.load_dataset(builder, data_files=cfg.dataset, split="train")  # noqa: E731
-    else:
-        raise ValueError(f"dataset: expected 'grammar', 'wikitext' or an existing local file, got {cfg.dataset!r}")
+        loader = functools.partial(datasets.load_dataset, builder, data_files=cfg.dataset, split="train")
     try:
         ds = loader()
     except Exception as exc:  # noqa: BLE001 - every loader failure gets the same clear message
@@ -317,7 +320,11 @@ def _train(model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, l
     if cfg.grad_checkpointing:
         if not getattr(model, "supports_gradient_checkpointing", False):
             raise ValueError(f"grad_checkpointing: {type(model).__name__} does not support it")
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # transformers 5.x renamed it activation_checkpointing_enable; the old name warns
+        if hasattr(model, "activation_checkpointing_enable"):
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     init = _checksum(model)
     fn = model
     if cfg.compile:
@@ -328,12 +335,17 @@ def _train(model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, l
                             **({"fused": True} if device.type == "cuda" else {}))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg))
     losses, seconds = [], []
-    warm = cfg.throughput_warmup
     tokens_per_step = cfg.batch * cfg.seq_len
+
+    def tokens_per_s() -> "float | None":
+        timed = seconds[cfg.throughput_warmup:]
+        return tokens_per_step * len(timed) / sum(timed) if timed else None
+
+    batches = batches.to(device)  # a few MB even for 4b-shaped: no host copies inside the timed loop
     for step in range(cfg.steps):
         _sync(device)
         t0 = time.perf_counter()
-        ids = batches[step].to(device, non_blocking=True)
+        ids = batches[step]
         loss = fn(input_ids=ids, labels=ids).loss
         loss.backward()
         if cfg.max_grad_norm > 0:
@@ -345,18 +357,17 @@ def _train(model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, l
         _sync(device)
         seconds.append(time.perf_counter() - t0)
         losses.append(value if math.isfinite(value) else None)
-        timed = seconds[warm:]
-        tps = tokens_per_step * len(timed) / sum(timed) if timed else None
         if progress is not None:
-            progress(label, step + 1, cfg.steps, value, tps)
-    timed = seconds[warm:]
+            progress(label, step + 1, cfg.steps, value, tokens_per_s())
     return {
         "losses": losses,
         "step_seconds": seconds,
-        "tokens_per_s": tokens_per_step * len(timed) / sum(timed) if timed else None,
-        "throughput_steps": len(timed),
+        "tokens_per_s": tokens_per_s(),
+        "throughput_steps": len(seconds[cfg.throughput_warmup:]),
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "init_checksum": init,
+        "checkpointing": bool(model.is_activation_checkpointing if hasattr(model, "is_activation_checkpointing")
+                              else getattr(model, "is_gradient_checkpointing", False)),
     }
 
 
@@ -385,11 +396,11 @@ def compare(cfg: FinetuneConfig, progress: "Progress | None" = None) -> dict:
     device = torch.device(cfg.device)
     if cfg.model is None:
         tokenizer = ByteTokenizer()
-        build = lambda: preset_model(cfg, tokenizer.vocab_size)  # noqa: E731
+        build = functools.partial(preset_model, cfg, tokenizer.vocab_size)
         source = f"preset {cfg.preset} (Qwen3 architecture, random init, {cfg.layers} layers)"
     else:
         tokenizer = pretrained_tokenizer(cfg.model)
-        build = lambda: pretrained_model(cfg.model)  # noqa: E731
+        build = functools.partial(pretrained_model, cfg.model)
         source = cfg.model
     batches, data_what, floor = _batches(cfg, tokenizer)
 

@@ -100,15 +100,27 @@ def test_tail_gap_is_the_relative_difference_of_the_last_tenth():
 
 
 @pytest.mark.torchao
-def test_fp8ref_emulation_and_torchao_agree_on_the_first_step():
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "rowwise_with_gw_hp"])
+def test_fp8ref_emulation_and_torchao_agree_on_the_first_step(recipe):
     """The same recipe through torchao (torch._scaled_mm) and through fp8ref's emulation: same
     weights, same batch, so step 1's losses agree to bf16 rounding, and both differ from bf16."""
-    runs = {b: compare(FinetuneConfig(preset="tiny", backend=b, steps=2)) for b in ("torchao", "fp8ref")}
+    runs = {b: compare(FinetuneConfig(preset="tiny", backend=b, recipe=recipe, steps=2)) for b in ("torchao", "fp8ref")}
     ao, ref = runs["torchao"]["runs"]["fp8"]["losses"][0], runs["fp8ref"]["runs"]["fp8"]["losses"][0]
     bf16 = runs["torchao"]["runs"]["bf16"]["losses"][0]
     assert ao == pytest.approx(ref, rel=2e-3)
     assert runs["fp8ref"]["model"]["fp8_linears"] == runs["torchao"]["model"]["fp8_linears"]
     assert ref != bf16
+
+
+@pytest.mark.torchao
+def test_gradient_checkpointing_recomputes_the_same_losses():
+    """Checkpointing only recomputes activations: the same arithmetic, so the same loss curve in
+    both runs (FP8 included: the recomputed forward casts the same tensors the same way)."""
+    plain = compare(FinetuneConfig(preset="tiny", steps=3))
+    ckpt = compare(FinetuneConfig(preset="tiny", steps=3, grad_checkpointing=True))
+    for label in ("bf16", "fp8"):
+        assert ckpt["runs"][label]["checkpointing"] and not plain["runs"][label]["checkpointing"], label
+        assert ckpt["runs"][label]["losses"] == plain["runs"][label]["losses"], label
 
 
 @pytest.mark.parametrize("field,value,match", [
@@ -211,18 +223,44 @@ def test_opt_in_loaders_on_a_local_model_directory_and_text_file(tmp_path):
     assert all(math.isfinite(x) for x in res["runs"]["fp8"]["losses"])
 
 
-def test_missing_local_dataset_suffix_is_a_value_error(tmp_path):
+def test_unknown_local_dataset_suffix_is_a_value_error(tmp_path):
     bad = tmp_path / "data.bin"
     bad.write_bytes(b"\0")
-    with pytest.raises(ValueError, match="dataset"):
-        compare(FinetuneConfig(dataset=str(bad), steps=1))
+    with pytest.raises(ValueError, match="dataset: a local file must end in"):
+        FinetuneConfig(dataset=str(bad)).resolved()
 
 
-def test_unknown_dataset_name_is_a_value_error():
-    with pytest.raises(ValueError, match="dataset"):
-        compare(FinetuneConfig(dataset="no-such-corpus", steps=1))
+def test_cli_unknown_dataset_is_a_clear_error(capsys):
+    from fp8ref.__main__ import main
+
+    assert main(["finetune", "--dataset", "no-such-corpus", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "dataset: expected 'grammar', 'wikitext' or an existing local file" in err
 
 
 def test_resource_unavailable_is_raised_for_a_missing_directory():
     with pytest.raises(ResourceUnavailable, match="no such directory"):
         compare(FinetuneConfig(model="./definitely/not/here", steps=1))
+
+
+@pytest.mark.parametrize("preset,params_millions", [("tiny", (0.7, 1.0)), ("small", (15, 25)), ("4b-shaped", (380, 440))])
+def test_presets_have_their_stated_shapes(preset, params_millions):
+    """Built on the meta device (no memory, no init): the parameter counts the README states, and
+    for 4b-shaped the projection shapes of Qwen3-4B (hidden 2560, MLP 9728, 32 query and 8 KV
+    heads of 128, from its config.json)."""
+    from fp8ref.corpus import ByteTokenizer
+    from fp8ref.finetune import preset_model
+
+    with torch.device("meta"):
+        model = preset_model(FinetuneConfig(preset=preset).resolved(), ByteTokenizer.vocab_size)
+    n = sum(p.numel() for p in model.parameters()) / 1e6
+    assert params_millions[0] <= n <= params_millions[1]
+    if preset == "4b-shaped":
+        layer = model.model.layers[0]
+        shapes = {name: tuple(getattr(getattr(layer, part), name).weight.shape)
+                  for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
+                                      ("mlp", ("gate_proj", "up_proj", "down_proj"))) for name in names}
+        assert shapes == {"q_proj": (32 * 128, 2560), "k_proj": (8 * 128, 2560), "v_proj": (8 * 128, 2560),
+                          "o_proj": (2560, 32 * 128), "gate_proj": (9728, 2560), "up_proj": (9728, 2560),
+                          "down_proj": (2560, 9728)}
+        assert len(model.model.layers) == 4
