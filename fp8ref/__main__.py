@@ -139,7 +139,9 @@ def main(argv: "list[str] | None" = None) -> int:
     p.set_defaults(func=_cmd_diff)
 
     p = sub.add_parser("finetune", help="train one causal LM in bf16 and in FP8; speedup, loss gap, JSON + PNG")
-    p.add_argument("--preset", default="tiny", choices=["tiny", "small", "4b-shaped"],
+    from .finetune import PRESETS
+
+    p.add_argument("--preset", default="tiny", choices=list(PRESETS),
                    help="model shape and defaults (tiny: ~0.8M params, a CPU minute; default tiny)")
     p.add_argument("--model", help="opt-in: a pretrained causal LM (hub id or directory) instead of the preset")
     p.add_argument("--dataset", default="grammar",
