@@ -49,7 +49,7 @@ def _has(pkg: str) -> bool:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    from fp8ref.profile import versions
+    from fp8ref.install import versions
 
     v = {k: (x if x is not None else "not installed") for k, x in versions().items()}
     lines = [f"fp8ref: python {v['python']}, torch {v['torch']}, torchao {v['torchao']}, ml_dtypes {v['ml_dtypes']}"]
@@ -104,6 +104,24 @@ def _gate_capability(item: pytest.Item) -> None:
     if major * 10 + minor < need:
         item.add_marker(pytest.mark.skip(
             reason=f"needs sm{need}+ ({why}); this device: {torch.cuda.get_device_name()} (sm{major}{minor})"))
+
+
+@pytest.fixture(scope="session")
+def skip_unless():
+    """``skip_unless(answer, what)``: skip this test when ``answer`` (from ``fp8ref.install``: None
+    when the install can, else ``missing: ...`` / ``refused: ...``) says the install cannot do
+    ``what``, naming the torch and torchao versions and the install's own words.
+
+    Ask only about the test's *subject*, before exercising it: the answer comes from a minimal,
+    known-good call, so a test whose own call fails where the minimal one runs still fails, and
+    no wrong number can turn into a skip."""
+    from fp8ref.install import versions_line
+
+    def check(answer: "str | None", what: str) -> None:
+        if answer is not None:
+            pytest.skip(f"{versions_line()} cannot do {what}: {answer}")
+
+    return check
 
 
 @pytest.fixture(scope="session")

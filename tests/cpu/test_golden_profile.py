@@ -1,10 +1,13 @@
 """This install's behaviour profile against the golden one pinned for CPU (tests/golden/cpu.json).
 
 Why it may differ: the golden records what *one* set of versions did where correct installs may
-legitimately differ (overflow modes, NaN codes, finfo values, torchao's recipe table, bit-exact
-digests of torchao's casts and Float8Linear, the emulated-MLP loss curve). Another torch or
-torchao can change any of them; the failure names each key, its pinned value and versions, and
-its value now. Decide whether the change is acceptable, then re-pin on purpose:
+legitimately differ (overflow modes, NaN codes, finfo values, which _scaled_mm configurations run,
+torchao's recipe table, bit-exact digests of torchao's casts and Float8Linear, the emulated-MLP
+loss curve). Another torch or torchao can change any of them, or refuse an operation (the key then
+reads ``refused: ...``); the failure names each key, its pinned value and versions, and its value
+now, one line per key. The digests use inputs whose GEMMs are exact in any summation order and the
+MLP losses compare within a stated tolerance, so another CPU alone changes nothing. Decide whether
+the change is acceptable, then re-pin on purpose:
 ``pytest tests/cpu/test_golden_profile.py --fp8-update-golden`` and a commit message that says
 why. Invariants are not here: they are asserted by the other tests.
 """

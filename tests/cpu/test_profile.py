@@ -1,16 +1,14 @@
 """The behaviour profile: its diff lines, the golden comparison's failure path, the CLI round trip."""
 
+import copy
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from fp8ref.__main__ import main
-from fp8ref.profile import compare_with_golden, device_kind, diff, format_diff, load, save, versions
-
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+from fp8ref.profile import TOLERANCES, collect, compare_with_golden, device_kind, diff, format_diff, load, save
 
 
 def _p(torch_v, **behaviour):
@@ -28,30 +26,64 @@ def test_format_diff_is_one_line_per_key():
     assert diff(pinned, pinned) == []
 
 
-def test_a_changed_golden_fails_with_readable_lines(tmp_path):
-    golden = load(GOLDEN / "cpu.json")
-    golden["behaviour"]["cast.e4m3fn.bf16.overflow"] = "nonsaturate"
-    golden["versions"]["torch"] = "9.9.9"
+@pytest.fixture(scope="module")
+def here():
+    """This install's profile, collected once: the tools below are tested against profiles they
+    build from it, never against the pinned golden (which this install may legitimately differ from)."""
+    return collect("cpu")
+
+
+def test_a_changed_golden_fails_with_readable_lines(tmp_path, here):
+    golden = copy.deepcopy(here)
+    key = "cast.e4m3fn.bf16.overflow"
+    flipped = "nonsaturate" if here["behaviour"][key] == "saturate" else "saturate"
+    golden["behaviour"][key] = flipped
+    golden["versions"].update(torch="9.9.9", torchao="0.0.1")
     save(golden, tmp_path / "cpu.json")
-    status, lines = compare_with_golden(tmp_path, "cpu")
+    status, lines = compare_with_golden(tmp_path, "cpu", now=here)
     assert status == "differs"
-    here = versions("cpu")
-    assert lines == [f"cast.e4m3fn.bf16.overflow: pinned 'nonsaturate' (torch 9.9.9, torchao {golden['versions']['torchao']}) "
-                     f"-> now 'saturate' (torch {here['torch']}, torchao {here['torchao']})"]
+    v = here["versions"]
+    assert lines == [f"{key}: pinned {flipped!r} (torch 9.9.9, torchao 0.0.1) "
+                     f"-> now {here['behaviour'][key]!r} (torch {v['torch']}, torchao {v['torchao']})"]
+    assert compare_with_golden(tmp_path, "cpu", now=golden) == ("equal", [])
 
 
-def test_missing_golden_says_how_to_pin(tmp_path):
-    status, lines = compare_with_golden(tmp_path, "cpu")
+def test_compare_with_golden_collects_this_install_when_not_given_a_profile(tmp_path, here):
+    save(here, tmp_path / "cpu.json")
+    status, lines = compare_with_golden(tmp_path, "cpu")  # collects again: same install, same answers
+    assert (status, lines) == ("equal", [])
+
+
+def test_missing_golden_says_how_to_pin(tmp_path, here):
+    status, lines = compare_with_golden(tmp_path, "cpu", now=here)
     assert status == "missing" and "--fp8-update-golden" in lines[0]
 
 
-def test_cli_profile_round_trips_against_the_golden(tmp_path, capsys):
+def test_update_writes_the_golden(tmp_path, here):
+    status, lines = compare_with_golden(tmp_path, "cpu", update=True, now=here)
+    assert status == "updated" and "commit it" in lines[0]
+    assert load(tmp_path / "cpu.json") == here
+
+
+def test_order_dependent_numbers_compare_within_their_tolerance():
+    key = "emulated_mlp.loss.step299"
+    assert key.startswith(tuple(TOLERANCES))
+    tol = next(t for prefix, t in TOLERANCES.items() if key.startswith(prefix))
+    a = _p("2.13.0", **{key: 0.0240})
+    assert diff(a, _p("2.13.0", **{key: 0.0240 * (1 + tol / 2)})) == []
+    assert diff(a, _p("2.13.0", **{key: 0.0240 * (1 + 2 * tol)})) != []
+    # exact keys stay exact, and a refusal is never "close" to a number
+    assert diff(_p("x", **{"finfo.e5m2.eps": 0.25}), _p("x", **{"finfo.e5m2.eps": 0.2500001})) != []
+    assert diff(a, _p("2.13.0", **{key: "refused: RuntimeError: no"})) != []
+
+
+def test_cli_profile_round_trips(tmp_path, capsys):
     out = tmp_path / "now.json"
     assert main(["profile", "--out", str(out)]) == 0
-    assert main(["diff", str(GOLDEN / "cpu.json"), str(out)]) == 0
+    assert main(["diff", str(out), str(out)]) == 0
     assert "equal" in capsys.readouterr().out
     changed = load(out)
-    changed["behaviour"]["finfo.e5m2fnuz.eps"] = 0.25
+    changed["behaviour"]["finfo.e5m2fnuz.eps"] = 0.5
     save(changed, tmp_path / "b.json")
     assert main(["diff", str(out), str(tmp_path / "b.json")]) == 1
     assert "finfo.e5m2fnuz.eps" in capsys.readouterr().out

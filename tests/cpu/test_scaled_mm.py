@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from fp8ref import install
 from fp8ref.formats import E4M3FN
 from fp8ref.quantize import quantize
 from fp8ref.scaling import axiswise, tensorwise
@@ -20,7 +21,9 @@ def _mm_operands(g, seed=0, M=64, K=128, N=48):
 @pytest.mark.parametrize("fast_accum", [False, True], ids=["exact-accum", "fast-accum"])
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("g", [tensorwise(), axiswise(-1)], ids=["tensorwise", "rowwise"])
-def test_scaled_mm_matches_the_dequantized_matmul(g, out_dtype, fast_accum):
+def test_scaled_mm_matches_the_dequantized_matmul(g, out_dtype, fast_accum, skip_unless):
+    scaling = "rowwise" if g.kind == "axiswise" else "tensorwise"
+    skip_unless(install.scaled_mm(scaling, out_dtype), f"{scaling} torch._scaled_mm to {out_dtype} on cpu")
     qa, qb = _mm_operands(g)
     inv_a, inv_b = 1 / qa.scale, 1 / qb.scale
     if g.kind == "axiswise":

@@ -8,6 +8,7 @@ import copy
 import pytest
 import torch
 
+from fp8ref import install
 from fp8ref.emulate import Float8Linear
 from fp8ref.formats import E4M3FN
 from fp8ref.metrics import sqnr
@@ -28,7 +29,8 @@ def _run(module, x, g):
 
 @pytest.mark.parametrize("recipe", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise")),
                                     pytest.param("rowwise_with_gw_hp", marks=pytest.mark.sm(90, "rowwise"))])
-def test_float8linear_on_device_matches_fp8ref(recipe, gpu_device, dry_run):
+def test_float8linear_on_device_matches_fp8ref(recipe, gpu_device, dry_run, skip_unless):
+    skip_unless(install.torchao_recipe(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}")
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     d_in, d_out, tokens = (128, 64, 64) if dry_run else (2048, 4096, 4096)

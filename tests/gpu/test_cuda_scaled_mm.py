@@ -6,9 +6,11 @@ the exact product of the FP8 values (float64), which is what the kernel approxim
 import pytest
 import torch
 
+from fp8ref import install
 from fp8ref.formats import E4M3FN
 from fp8ref.metrics import calc_diff, sqnr
 from fp8ref.quantize import quantize
+from fp8ref.refusals import attempt
 from fp8ref.scaling import axiswise, block, mx, tensorwise, tile
 
 pytestmark = pytest.mark.sm(89, "FP8 tensor cores")
@@ -30,15 +32,11 @@ def _operands(a_g, b_g, dry_run, device):
     return qa, qb, A, B, ref
 
 
-def _scaled_mm_if_supported(A, B, sa, sb, label, device, record_observation):
-    """Run a scaling mode this torch may not have on this device; skip, saying so, if it does not."""
-    key = f"_scaled_mm {label} on {device}"
-    try:
-        out = torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
-    except (RuntimeError, ValueError, NotImplementedError) as exc:
-        record_observation(key, f"unsupported: {type(exc).__name__}")
-        pytest.skip(f"torch {torch.__version__} has no {label} _scaled_mm on {device}: {str(exc).splitlines()[0][:200]}")
-    record_observation(key, "supported")
+def _scaled_mm_if_supported(A, B, sa, sb, label, device, record_observation, skip_unless):
+    """Run a scaling mode this torch may not have on this device; skip, saying so, if it refuses."""
+    ok, out = attempt(lambda: torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
+    record_observation(f"_scaled_mm {label} on {device}", "supported" if ok else out)
+    skip_unless(None if ok else out, f"{label} torch._scaled_mm on {device}")
     return out
 
 
@@ -50,7 +48,8 @@ def _check(out, ref, what):
 
 @pytest.mark.parametrize("fast_accum", [False, True], ids=["exact-accum", "fast-accum"])
 @pytest.mark.parametrize("gran", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise scaled_mm"))])
-def test_scaled_mm_on_device_matches_the_reference(gran, fast_accum, gpu_device, dry_run):
+def test_scaled_mm_on_device_matches_the_reference(gran, fast_accum, gpu_device, dry_run, skip_unless):
+    skip_unless(install.scaled_mm(gran, torch.bfloat16, gpu_device), f"{gran} torch._scaled_mm on {gpu_device}")
     g = tensorwise() if gran == "tensorwise" else axiswise(-1)
     qa, qb, A, B, ref = _operands(g, g, dry_run, gpu_device)
     sa, sb = (1 / qa.scale).to(gpu_device), (1 / qb.scale).to(gpu_device)
@@ -61,21 +60,22 @@ def test_scaled_mm_on_device_matches_the_reference(gran, fast_accum, gpu_device,
 
 
 @pytest.mark.sm(90, "blockwise scaled_mm")
-def test_blockwise_scaled_mm_where_supported(gpu_device, dry_run, record_observation):
+def test_blockwise_scaled_mm_where_supported(gpu_device, dry_run, record_observation, skip_unless):
     qa, qb, A, B, ref = _operands(tile(128), block(128), dry_run, gpu_device)
     sa = (1 / qa.scale).to(gpu_device)  # (M, K/128)
     sb = (1 / qb.scale).to(gpu_device).t()  # (K/128, N/128)
-    out = _scaled_mm_if_supported(A, B, sa, sb, "blockwise 1x128/128x128", gpu_device, record_observation)
+    out = _scaled_mm_if_supported(A, B, sa, sb, "blockwise 1x128/128x128", gpu_device, record_observation,
+                                  skip_unless)
     _check(out, ref, "blockwise")
 
 
 @pytest.mark.sm(100, "MX scaled_mm")
-def test_mx_scaled_mm_where_supported(gpu_device, dry_run, record_observation):
+def test_mx_scaled_mm_where_supported(gpu_device, dry_run, record_observation, skip_unless):
     """MXFP8 through _scaled_mm takes E8M0 scales in cuBLAS's swizzled layout; fp8ref builds
     the naive layout, so this test swizzles with torchao's helper when it is there."""
     to_blocked = pytest.importorskip("torchao.prototype.mx_formats.utils", reason="needs package torchao").to_blocked
     qa, qb, A, B, ref = _operands(mx(32), mx(32), dry_run, gpu_device)
     sa = to_blocked(qa.scale_e8m0.view(torch.float8_e8m0fnu)).to(gpu_device)
     sb = to_blocked(qb.scale_e8m0.view(torch.float8_e8m0fnu)).to(gpu_device)
-    out = _scaled_mm_if_supported(A, B, sa, sb, "mxfp8", gpu_device, record_observation)
+    out = _scaled_mm_if_supported(A, B, sa, sb, "mxfp8", gpu_device, record_observation, skip_unless)
     _check(out, ref, "mxfp8")

@@ -1,0 +1,188 @@
+"""The install under test: what it is (versions, device, CPU features) and what it can do.
+
+What it can do is asked with the smallest call that exercises one capability (a dtype, a
+``_scaled_mm`` scaling mode on a device, torchao's float8 training with one recipe). Each such
+function returns ``None`` when the call runs, or the install's answer as text:
+``'missing: ...'`` when a package or dtype is absent, ``'refused: Type: message'`` when the install
+raises (``fp8ref.refusals`` says what counts). An error that is not a refusal (a bug) propagates.
+
+The behaviour profile records these answers, and the tests use the same answers to skip a test
+whose subject the install refuses. So a test skips only when the *minimal* call is refused, never
+because its own larger call failed: that is a failure. Answers are cached per process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import importlib.util
+import platform
+
+import torch
+
+from .formats import Fp8Format, get_format
+from .refusals import attempt
+
+__all__ = ["TORCHAO_RECIPES", "SCALED_MM_SCALINGS", "package_version", "versions", "versions_line", "device_kind",
+           "cpu_features", "torch_dtype", "scaled_mm", "torchao_float8", "torchao_recipe", "run_torchao_linear"]
+
+# torchao's float8 training recipes (Float8LinearConfig.from_recipe_name), torchao 0.15-0.18
+TORCHAO_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
+SCALED_MM_SCALINGS = ("tensorwise", "rowwise")
+# CPU features that decide torch's CPU _scaled_mm backend: with AMX, torch calls oneDNN's FP8
+# matmul, which without a JIT kernel for the CPU runs oneDNN's reference implementation (about
+# 700x slower than a bfloat16 matmul, measured on a Xeon with AMX-BF16/INT8 but no AMX-FP16);
+# without, it dequantizes and multiplies in float32.
+_CPU_FLAGS = ("avx512_fp16", "avx512_bf16", "amx_bf16", "amx_int8", "amx_fp16")
+
+
+def package_version(pkg: str) -> "str | None":
+    """``pkg.__version__``, or None when it is absent or fails to import."""
+    if importlib.util.find_spec(pkg) is None:
+        return None
+    try:
+        return importlib.import_module(pkg).__version__
+    except Exception:  # noqa: BLE001 - installed but unimportable: reported by torchao_float8()
+        return None
+
+
+def device_kind(device: str = "cpu") -> str:
+    """``cpu`` or ``cuda-smXY``: the key a golden profile is pinned under."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}") from exc
+    if dev.type == "cpu":
+        return "cpu"
+    if dev.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(dev)
+        return f"cuda-sm{major}{minor}"
+    raise ValueError(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_features() -> str:
+    """The CPU flags (of ``_CPU_FLAGS``) this machine has, space-separated; '' when none or unknown."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    return " ".join(x for x in _CPU_FLAGS if x in have)
+    except OSError:
+        pass
+    return ""
+
+
+def versions(device: str = "cpu") -> dict:
+    """What produced a result: Python, torch, torchao, ml_dtypes, CUDA, device kind and name."""
+    dev = torch.device(device)
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchao": package_version("torchao"),
+        "ml_dtypes": package_version("ml_dtypes"),
+        "cuda": torch.version.cuda,
+        "device": device_kind(device),
+        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.machine(),
+        "cpu_features": cpu_features(),
+    }
+
+
+def versions_line() -> str:
+    """``torch X, torchao Y`` for messages (torchao 'not installed' or 'unimportable')."""
+    if importlib.util.find_spec("torchao") is None:
+        ao = "not installed"
+    else:
+        ao = package_version("torchao") or "unimportable"
+    return f"torch {torch.__version__}, torchao {ao}"
+
+
+def _check_choice(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}: expected one of {tuple(allowed)}, got {value!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def torch_dtype(fmt: "str | Fp8Format") -> "str | None":
+    """None when this torch has the format's dtype, else ``'missing: torch X has no float8_...'``."""
+    fmt = get_format(fmt)
+    if fmt.torch_dtype() is None:
+        return f"missing: torch {torch.__version__} has no {fmt.torch_name}"
+    return None
+
+
+@functools.lru_cache(maxsize=None)
+def scaled_mm(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> "str | None":
+    """Does ``torch._scaled_mm`` take E4M3 operands with ``scaling`` scales on ``device``?
+
+    The call is the layout every backend documents: A (32, 64) row-major, B (64, 48)
+    column-major, dims multiples of 16, float32 scales of shape () (tensorwise) or (M, 1) and
+    (1, N) (rowwise)."""
+    _check_choice("scaling", scaling, SCALED_MM_SCALINGS)
+    if not isinstance(out_dtype, torch.dtype):
+        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
+    device_kind(device)  # validates
+    if not hasattr(torch, "_scaled_mm"):
+        return f"missing: torch {torch.__version__} has no torch._scaled_mm"
+    M, K, N = 32, 64, 48
+
+    def call():
+        gen = torch.Generator().manual_seed(0)
+        a = torch.randn(M, K, generator=gen).to(torch.float8_e4m3fn).to(device)
+        b = torch.randn(N, K, generator=gen).to(torch.float8_e4m3fn).to(device).t()
+        if scaling == "tensorwise":
+            sa, sb = torch.tensor(1.0, device=device), torch.tensor(1.0, device=device)
+        else:
+            sa, sb = torch.ones(M, 1, device=device), torch.ones(1, N, device=device)
+        return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+
+    ok, result = attempt(call)
+    return None if ok else result
+
+
+@functools.lru_cache(maxsize=None)
+def torchao_float8() -> "str | None":
+    """None when ``torchao.float8`` imports, ``'missing: ...'`` when torchao is not installed,
+    ``'refused: ImportError: ...'`` when it is installed but does not import with this torch."""
+    if importlib.util.find_spec("torchao") is None:
+        return "missing: torchao is not installed"
+
+    def load():
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: F401
+
+    ok, result = attempt(load)
+    return None if ok else result
+
+
+def run_torchao_linear(recipe: str, x: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor,
+                       emulate: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """torchao's Float8Linear for ``recipe`` with ``weight`` (no bias), ``emulate=False`` running
+    ``torch._scaled_mm``: forward of ``x``, backward of ``grad``; (output, grad_input, grad_weight)."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    _check_choice("recipe", recipe, TORCHAO_RECIPES)
+    lin = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False, dtype=weight.dtype, device=weight.device)
+    with torch.no_grad():
+        lin.weight.copy_(weight)
+    cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
+    m = convert_to_float8_training(torch.nn.Sequential(lin), config=cfg)
+    xi = x.detach().clone().requires_grad_()
+    y = m(xi)
+    y.backward(grad)
+    return y.detach(), xi.grad, m[0].weight.grad
+
+
+@functools.lru_cache(maxsize=None)
+def torchao_recipe(recipe: str, device: str = "cpu") -> "str | None":
+    """Does torchao's float8 training run ``recipe`` forward and backward through
+    ``torch._scaled_mm`` on ``device``? Asked with a bfloat16 Linear(64, 32) and 32 tokens."""
+    _check_choice("recipe", recipe, TORCHAO_RECIPES)
+    missing = torchao_float8()
+    if missing is not None:
+        return missing
+    gen = torch.Generator().manual_seed(0)
+    x, w, g = (torch.randn(*s, generator=gen).to(torch.bfloat16).to(device) for s in ((32, 64), (32, 64), (32, 32)))
+    ok, result = attempt(lambda: run_torchao_linear(recipe, x, w, g))
+    return None if ok else result
