@@ -100,6 +100,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         preset=args.preset, model=args.model, dataset=args.dataset, recipe=args.recipe, backend=args.backend,
         steps=args.steps, seq_len=args.seq_len, batch=args.batch, lr=args.lr, layers=args.layers,
         compile=args.compile, grad_checkpointing=args.grad_checkpointing, seed=args.seed, device=args.device,
+        noise_runs=args.noise_runs, fp8_budget=args.fp8_budget, emulate=args.emulate,
     )
     bars = _Bars() if not args.no_progress else None
     try:
@@ -116,7 +117,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     print(f"wrote {save_results(results, prefix + '.json')}")
     if not args.no_plot:
         print(f"wrote {plot_losses(results, prefix + '.png')}")
-    return 0
+    return 1 if args.check and not results["parity"]["within"] else 0
 
 
 def main(argv: "list[str] | None" = None) -> int:
@@ -160,6 +161,15 @@ def main(argv: "list[str] | None" = None) -> int:
     p.add_argument("--seed", type=int, default=0, help="init and data seed (default 0)")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                    help="torch device (default: cuda when available)")
+    p.add_argument("--noise-runs", type=int, default=2,
+                   help="extra bf16 runs from one-ulp-nudged weights: the noise floor FP8's gap is judged "
+                        "against (default 2; 0: judge by the budget alone)")
+    p.add_argument("--fp8-budget", type=float,
+                   help="the loss gap FP8 itself may cost, as a fraction (default: the preset's; 0.01 with --model)")
+    p.add_argument("--emulate", action=argparse.BooleanOptionalAction, default=None,
+                   help="torchao: FP8 GEMMs as float32 matmuls of the cast values instead of torch._scaled_mm "
+                        "(default: on for CPU, off for CUDA)")
+    p.add_argument("--check", action="store_true", help="exit 1 when FP8's gap is outside the parity bound")
     p.add_argument("--out", help="output prefix: writes PREFIX.json and PREFIX.png "
                                  "(default finetune-<preset>-<backend>-<recipe>)")
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
