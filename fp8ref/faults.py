@@ -16,6 +16,8 @@ import math
 
 import torch
 
+from .install import one_thread
+
 __all__ = ["PERTURBATIONS", "perturbation"]
 
 
@@ -43,17 +45,6 @@ def _scale_patch(change):
 def one_ulp_up():
     """Every scale one float32 ulp larger (as multiplying by a reciprocal instead of dividing can)."""
     return _scale_patch(lambda s, dt: torch.nextafter(s, torch.full_like(s, math.inf)))
-
-
-@contextlib.contextmanager
-def one_thread():
-    """One intra-op thread instead of the machine's: another summation order everywhere."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 def weight_scale_doubled():

@@ -35,7 +35,7 @@ from .torchao_compat import require_torchao
 
 __all__ = ["PRESETS", "Preset", "FinetuneConfig", "ResourceUnavailable", "compare", "tail_gap",
            "save_results", "plot_losses", "summary_lines", "TORCHAO_RECIPES", "RESULTS_SCHEMA", "FP8_BUDGET",
-           "PARITY_Z", "parity", "parity_line", "nudge_weights"]
+           "PARITY_Z", "parity", "parity_line", "nudge_weights", "calibrate"]
 
 RESULTS_SCHEMA = "fp8ref.finetune/2"  # 2: noise runs and the parity verdict
 BACKENDS = ("torchao", "fp8ref")
@@ -48,11 +48,12 @@ LOCAL_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "cs
 #     |gap| <= FP8_BUDGET[preset] + PARITY_Z * noise,
 # where noise is the run-to-run spread of the tail loss measured in the same comparison (bf16 runs
 # from one-ulp-nudged initial weights; see ``parity``). The budget is what FP8's own error may cost.
-# tiny (CPU, 100 steps, the loss still falling fast): FP8 measured +2.7% above the bf16 mean
-# (5 FP8 runs, spread 1.0%; bf16 spread 0.9%) on torch 2.13.0 / torchao 0.18.0, so 5% leaves room
-# for that bias and a run of bad luck while a broken FP8 path (+17% for weights dequantized at half
-# their value) still fails. 4b-shaped (GPU): 1%, the loss parity FP8 training is expected to reach
-# on large models; not yet measured on a GPU (docs/finetune-parity.md).
+# tiny (CPU, 100 steps, the loss still falling fast): six FP8 and six bf16 runs put FP8's cost at
+# +1.8% and each precision's run-to-run spread at 1.0% (torch 2.13.0, torchao 0.18.0); the budget
+# is that cost plus three spreads. A broken FP8 path still fails (+17.5% for weights dequantized at
+# half their value). 4b-shaped (GPU): 1%, the loss parity FP8 training is expected to reach on
+# large models; not yet measured on a GPU. small: 3%, between the two, unmeasured. Derivation and
+# data: docs/finetune-parity.md.
 FP8_BUDGET = {"tiny": 0.05, "small": 0.03, "4b-shaped": 0.01}
 PARITY_Z = 3.0
 
@@ -458,13 +459,8 @@ def parity(bf16_tails: "list[float]", fp8_tail: float, budget: float, z: float =
             "budget": budget, "bound": bound, "within": abs(gap) <= bound, "bf16_runs": n}
 
 
-def compare(cfg: FinetuneConfig, progress: "Progress | None" = None) -> dict:
-    """Train bf16, then FP8, from the same weights on the same batches, then ``noise_runs`` more
-    bf16 runs from one-ulp-nudged weights; the results document, with the parity verdict."""
-    if not isinstance(cfg, FinetuneConfig):
-        raise TypeError(f"cfg: expected a FinetuneConfig, got {type(cfg).__name__}")
-    cfg = cfg.resolved()
-    device = torch.device(cfg.device)
+def _prepare(cfg: FinetuneConfig) -> tuple:
+    """``(build, source, batches, data description, loss floor)`` for a resolved config."""
     if cfg.model is None:
         tokenizer = ByteTokenizer()
         build = functools.partial(preset_model, cfg, tokenizer.vocab_size)
@@ -474,27 +470,48 @@ def compare(cfg: FinetuneConfig, progress: "Progress | None" = None) -> dict:
         build = functools.partial(pretrained_model, cfg.model)
         source = cfg.model
     batches, data_what, floor = _batches(cfg, tokenizer)
+    return build, source, batches, data_what, floor
 
+
+def _run(cfg: FinetuneConfig, build, batches: torch.Tensor, label: str, nudge: int, fp8: bool,
+         progress: "Progress | None") -> tuple[dict, "dict | None", int]:
+    """One training run: ``(run record, FP8 conversion info or None, parameter count)``."""
+    device = torch.device(cfg.device)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    model = build().to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    if nudge:
+        nudge_weights(model, nudge)
+    info = convert_fp8(model, cfg) if fp8 else None
+    run = _train(model, batches, cfg, label, progress)
+    run["nudge"] = nudge
+    del model
+    return run, info, n_params
+
+
+def _tail(losses: list) -> float:
+    """The mean loss of the last tenth of the steps (NaN when the run diverged there)."""
+    return tail_gap(losses, losses)[1]
+
+
+def compare(cfg: FinetuneConfig, progress: "Progress | None" = None) -> dict:
+    """Train bf16, then FP8, from the same weights on the same batches, then ``noise_runs`` more
+    bf16 runs from one-ulp-nudged weights; the results document, with the parity verdict."""
+    if not isinstance(cfg, FinetuneConfig):
+        raise TypeError(f"cfg: expected a FinetuneConfig, got {type(cfg).__name__}")
+    cfg = cfg.resolved()
+    build, source, batches, data_what, floor = _prepare(cfg)
     runs, fp8_info, n_params = {}, None, None
     plan = [("bf16", 0), ("fp8", 0)] + [(f"bf16~{k}", k) for k in range(1, cfg.noise_runs + 1)]
     for label, nudge in plan:
-        gc.collect()
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats(device)
-        model = build().to(device)
-        n_params = sum(p.numel() for p in model.parameters())
-        if nudge:
-            nudge_weights(model, nudge)
-        if label == "fp8":
-            fp8_info = convert_fp8(model, cfg)
-        runs[label] = _train(model, batches, cfg, label, progress)
-        runs[label]["nudge"] = nudge
-        del model
+        runs[label], info, n_params = _run(cfg, build, batches, label, nudge, label == "fp8", progress)
+        fp8_info = info or fp8_info
     k, tail_b, tail_f, gap = tail_gap(runs["bf16"]["losses"], runs["fp8"]["losses"])
-    runs["bf16"]["tail_loss"], runs["fp8"]["tail_loss"] = tail_b, tail_f
-    for label, nudge in plan[2:]:
-        runs[label]["tail_loss"] = tail_gap(runs["bf16"]["losses"], runs[label]["losses"])[2]
+    for label, run in runs.items():
+        run["tail_loss"] = _tail(run["losses"])
     bf16_labels = ["bf16"] + [label for label, _ in plan[2:]]
     verdict = parity([runs[label]["tail_loss"] for label in bf16_labels], tail_f, cfg.fp8_budget)
     tps_b, tps_f = runs["bf16"]["tokens_per_s"], runs["fp8"]["tokens_per_s"]
@@ -512,6 +529,26 @@ def compare(cfg: FinetuneConfig, progress: "Progress | None" = None) -> dict:
         "parity": verdict,
         "speedup": tps_f / tps_b if tps_b and tps_f else None,
     }
+
+
+def calibrate(cfg: FinetuneConfig, runs: int, progress: "Progress | None" = None) -> dict:
+    """``runs`` bf16 and ``runs`` FP8 trainings, run k from weights nudged by ``nudge_weights(k)``
+    (k = 0 unnudged): each precision's tail losses, their mean and relative spread, and FP8's
+    mean gap. This is how a budget for a new model or preset is measured: FP8's mean gap is its
+    own cost, the spreads are the run-to-run noise."""
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 2:
+        raise ValueError(f"runs: expected an int >= 2 (a spread needs two runs), got {runs!r}")
+    cfg = cfg.resolved()
+    build, _, batches, _, _ = _prepare(cfg)
+    out: dict = {}
+    for label, fp8 in (("bf16", False), ("fp8", True)):
+        tails = [_tail(_run(cfg, build, batches, f"{label}~{k}", k, fp8, progress)[0]["losses"])
+                 for k in range(runs)]
+        mean = sum(tails) / runs
+        spread = math.sqrt(sum((x - mean) ** 2 for x in tails) / (runs - 1)) / mean
+        out[label] = {"tails": tails, "mean": mean, "spread": spread}
+    out["fp8_gap"] = out["fp8"]["mean"] / out["bf16"]["mean"] - 1
+    return out
 
 
 # --- output ---------------------------------------------------------------------------------------

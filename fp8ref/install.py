@@ -13,6 +13,7 @@ because its own larger call failed: that is a failure. Answers are cached per pr
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -25,7 +26,7 @@ from .formats import Fp8Format, get_format
 from .refusals import attempt
 
 __all__ = ["TORCHAO_RECIPES", "SCALED_MM_SCALINGS", "package_version", "versions", "versions_line", "device_kind",
-           "cpu_features", "torch_dtype", "scaled_mm", "torchao_float8", "torchao_recipe", "run_torchao_linear"]
+           "cpu_features", "one_thread", "torch_dtype", "scaled_mm", "torchao_float8", "torchao_recipe", "run_torchao_linear"]
 
 # torchao's float8 training recipes (Float8LinearConfig.from_recipe_name), torchao 0.15-0.18
 TORCHAO_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
@@ -88,6 +89,18 @@ def versions(device: str = "cpu") -> dict:
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.machine(),
         "cpu_features": cpu_features(),
     }
+
+
+@contextlib.contextmanager
+def one_thread():
+    """torch with one intra-op thread inside the block: a summation order that does not depend
+    on the machine's core count."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
 
 
 def versions_line() -> str:

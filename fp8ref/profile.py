@@ -19,7 +19,6 @@ exact (``exact_linear_problem``), or with one intra-op thread and a stated toler
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 from pathlib import Path
@@ -42,16 +41,6 @@ PROFILE_VERSION = 1
 # tolerance. Measured: the emulated MLP's step-299 loss moved 0.4% between two x86 CPUs with
 # the same torch; a change in torch's matmul, AdamW or autograd semantics moves it by far more.
 TOLERANCES = {"emulated_mlp.loss.": 0.02}
-
-
-@contextlib.contextmanager
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(n)
 
 
 def _sha(*tensors: torch.Tensor) -> str:
@@ -155,7 +144,7 @@ def _probe_torchao(device: str) -> dict:
         key = f"torchao.digest.cast.{tag}"
         out.update(_isolated([key], lambda g=g, pow2=pow2, key=key: {key: _sha(*ao.dynamic_cast(x, "e4m3fn", g, pow2))}))
     xe, we, ge = exact_linear_problem(device)
-    with _one_thread():
+    with install.one_thread():
         for name in TORCHAO_RECIPES:
             key = f"torchao.digest.float8linear.{name}"
             out.update(_isolated([key], lambda name=name, key=key: {
@@ -173,7 +162,7 @@ def _probe_emulated_mlp() -> dict:
     keys = [f"emulated_mlp.loss.step{s:03d}" for s in steps]
 
     def probe():
-        with _one_thread():
+        with install.one_thread():
             losses = train_seed_mlp(True, steps=300)
         return {k: round(losses[s], 4) for k, s in zip(keys, steps)}
 

@@ -8,6 +8,7 @@ break it the way a real regression would. Each is applied by patching torchao fo
 
     python scripts/parity_perturbations.py                    # all, as markdown rows
     python scripts/parity_perturbations.py --only baseline    # e.g. in another torch's venv
+    python scripts/parity_perturbations.py --calibrate 6      # FP8's own cost and the noise: the budget
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fp8ref.faults import PERTURBATIONS, perturbation  # noqa: E402
-from fp8ref.finetune import FinetuneConfig, compare  # noqa: E402
+from fp8ref.finetune import FinetuneConfig, calibrate, compare  # noqa: E402
 
 
 def main() -> int:
@@ -30,11 +31,20 @@ def main() -> int:
     ap.add_argument("--only", nargs="+", choices=list(PERTURBATIONS), default=list(PERTURBATIONS))
     ap.add_argument("--preset", default="tiny")
     ap.add_argument("--noise-runs", type=int, default=2)
+    ap.add_argument("--calibrate", type=int, metavar="N",
+                    help="instead: N bf16 and N FP8 runs from one-ulp-nudged weights; their tails and spreads")
     args = ap.parse_args()
     import torchao
 
     print(f"torch {torch.__version__}, torchao {torchao.__version__}, preset {args.preset}, "
           f"{torch.get_num_threads()} threads, {args.noise_runs} noise runs")
+    if args.calibrate:
+        c = calibrate(FinetuneConfig(preset=args.preset), args.calibrate)
+        for label in ("bf16", "fp8"):
+            tails = ", ".join(f"{x:.4f}" for x in c[label]["tails"])
+            print(f"{label}: tails {tails}; mean {c[label]['mean']:.4f}, spread {100 * c[label]['spread']:.2f}%")
+        print(f"FP8 mean vs bf16 mean: {100 * c['fp8_gap']:+.2f}%")
+        return 0
     print("| perturbation | kind | FP8 vs bf16 mean | noise floor | bound | verdict | seconds |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for name in args.only:

@@ -1,20 +1,27 @@
 #!/usr/bin/env python3
-"""Build one virtual environment per (torch, torchao) pair, run the CPU suite in each, collect a
-behaviour profile from each, and write docs/version-matrix.md with the diffs, separating what
-changed because of torch (same torchao) from what changed because of torchao (same torch).
+"""FP8 behaviour across torch and torchao releases: one virtual environment per install, the CPU
+suite and a behaviour profile in each, and docs/version-matrix.md written as a changelog.
 
-    .venv/bin/python scripts/version_matrix.py             # the default 2 x 2 matrix (any venv with fp8ref)
-    python scripts/version_matrix.py --torch 2.13.0 2.14.1 --torchao 0.17.0 0.18.0 --keep
+Two axes:
+- torch: each release in --torch with the newest torchao (of --torchao) that imports with it;
+- torchao: each of --torchao against one torch (--torchao-torch).
 
-Venvs live under --work (default /tmp/fp8ref-matrix) and are reused when --keep is given.
+    python scripts/version_matrix.py                       # the default history (about an hour)
+    python scripts/version_matrix.py --torch 2.13.0 2.14.1 --torchao 0.18.0 --keep
+
+Exact versions are installed with every local pip configuration ignored (PIP_CONFIG_FILE set to
+the null device), since a machine's constraints file may cap torch below the release asked for;
+the version each venv really got is checked, and a mismatch stops the script. Venvs live under
+--work and are deleted after use unless --keep (a CUDA build of torch takes about 7 GB).
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -25,100 +32,268 @@ sys.path.insert(0, str(ROOT))
 
 from fp8ref.profile import diff, load  # noqa: E402
 
-TEST_DEPS = ["pytest", "hypothesis", "pytest-benchmark", "numpy", "ml-dtypes"]
+DEFAULT_TORCH = ["2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
+DEFAULT_TORCHAO = ["0.15.0", "0.16.0", "0.17.0", "0.18.0"]
+# the versions CI pins, so only torch and torchao vary between installs
+PINNED = ["pytest>=8", "hypothesis>=6.100", "pytest-benchmark>=4", "numpy>=1.26", "ml-dtypes==0.6.0",
+          "transformers==5.24.0", "datasets==5.2.0", "matplotlib>=3.7", "tqdm>=4.60"]
+IMPORT_CHECK = "from torchao.float8 import Float8LinearConfig, convert_to_float8_training"
 
 
-def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, text=True, capture_output=True, **kw)
+class VersionMismatch(SystemExit):
+    pass
 
 
-def build(venv: Path, torch_v: str, ao_v: str, keep: bool) -> tuple[bool, str]:
-    py = venv / "bin" / "python"
-    if not (keep and py.exists()):
-        sh([sys.executable, "-m", "venv", "--clear", str(venv)])
-        for args in (["torch==" + torch_v], [f"torchao=={ao_v}", *TEST_DEPS], ["--no-deps", "-e", str(ROOT)]):
-            r = sh([str(py), "-m", "pip", "install", "-q", *args])
-            if r.returncode:
-                return False, f"pip install {' '.join(args)} failed: {r.stderr.strip().splitlines()[-1:]}"
-    return True, ""
+def sh(cmd: "list[str]", **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    env.pop("PIP_CONSTRAINT", None)
+    return subprocess.run(cmd, text=True, capture_output=True, env={**env, **kw.pop("env", {})}, **kw)
 
 
-def run_suite(venv: Path) -> dict:
+def _last_line(r: subprocess.CompletedProcess) -> str:
+    lines = [ln for ln in (r.stderr or r.stdout).strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else f"exit {r.returncode}"
+
+
+def _base(version: str) -> str:
+    return version.split("+", 1)[0]
+
+
+def _installed(py: Path, pkg: str) -> "str | None":
+    r = sh([str(py), "-c", f"import importlib.metadata as m; print(m.version({pkg!r}))"])
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def _pip(py: Path, *args: str) -> subprocess.CompletedProcess:
+    return sh([str(py), "-m", "pip", "install", "-q", "--no-cache-dir", *args])
+
+
+def build(venv: Path, torch_v: str, ao_candidates: "list[str]", keep: bool) -> dict:
+    """A venv with torch==torch_v, the first of ao_candidates that imports, fp8ref and its extras."""
     t0 = time.time()
-    r = sh([str(venv / "bin" / "python"), "-m", "pytest", "-m", "cpu", "-q", "-p", "no:cacheprovider",
-            "-o", "addopts=--strict-markers"], cwd=ROOT)
-    tail = [l for l in r.stdout.splitlines() if re.search(r"\d+ (passed|failed)", l)]
-    failed = [l.split(" - ")[0].removeprefix("FAILED ") for l in r.stdout.splitlines() if l.startswith("FAILED")]
-    return {"rc": r.returncode, "summary": tail[-1] if tail else r.stdout[-300:], "failed": failed,
-            "seconds": round(time.time() - t0, 1)}
+    py = venv / "bin" / "python"
+    entry: dict = {"torch_asked": torch_v, "torchao_tried": []}
+    if not (keep and py.exists()):
+        shutil.rmtree(venv, ignore_errors=True)
+        sh([sys.executable, "-m", "venv", str(venv)])
+        for args in ([f"torch=={torch_v}"], PINNED, ["--no-deps", "-e", str(ROOT)]):
+            r = _pip(py, *args)
+            if r.returncode:
+                entry["error"] = f"pip install {' '.join(args)}: {_last_line(r)}"
+                return entry
+    got = _installed(py, "torch")
+    if got is None or _base(got) != torch_v:
+        raise VersionMismatch(f"{venv}: asked for torch {torch_v}, the venv has {got}; a pip constraint or "
+                              f"index served another version. Nothing was measured for this install.")
+    entry["torch"] = got
+    for ao in ao_candidates:
+        have = _installed(py, "torchao")
+        if have != ao:
+            r = _pip(py, "--no-deps", f"torchao=={ao}")
+            if r.returncode:
+                entry["torchao_tried"].append((ao, f"pip: {_last_line(r)}"))
+                continue
+            have = _installed(py, "torchao")
+            if have != ao:
+                raise VersionMismatch(f"{venv}: asked for torchao {ao}, the venv has {have}")
+        r = sh([str(py), "-c", IMPORT_CHECK])
+        if r.returncode == 0:
+            entry["torchao"] = ao
+            break
+        entry["torchao_tried"].append((ao, _last_line(r)))
+    else:
+        sh([str(py), "-m", "pip", "uninstall", "-y", "-q", "torchao"])
+        entry["torchao"] = None
+    entry["build_seconds"] = round(time.time() - t0, 1)
+    return entry
+
+
+_FAIL = re.compile(r"^(FAILED|ERROR) (\S+)(?: - (.*))?$")
+_SKIP = re.compile(r"^SKIPPED \[(\d+)\] [^:]+:\d+: (.*)$")
+
+
+def run_suite(py: Path) -> dict:
+    t0 = time.time()
+    r = sh([str(py), "-m", "pytest", "-m", "cpu", "-q", "-p", "no:cacheprovider", "-rfEs",
+            "-o", "addopts=--strict-markers"], cwd=ROOT, env={"FP8REF_HYPOTHESIS_PROFILE": "ci", "COLUMNS": "400"})
+    lines = r.stdout.splitlines()
+    summary = next((ln.strip("= ") for ln in reversed(lines) if re.search(r"\d+ (passed|failed|error)", ln)),
+                   _last_line(r))
+    failed = [(m.group(2), (m.group(3) or "").strip()[:240]) for ln in lines if (m := _FAIL.match(ln))]
+    skipped = [(int(m.group(1)), m.group(2)[:240]) for ln in lines if (m := _SKIP.match(ln))]
+    parity = next((ln.split("parity: ", 1)[1] for ln in lines if ln.startswith("finetune tiny:") and "parity: " in ln),
+                  None)
+    return {"rc": r.returncode, "summary": re.sub(r" in [\d.]+s.*$", "", summary), "failed": failed,
+            "skipped": skipped, "seconds": round(time.time() - t0, 1), "parity": parity}
+
+
+def run_profile(py: Path, out: Path) -> dict:
+    t0 = time.time()
+    r = sh([str(py), "-m", "fp8ref", "profile", "--out", str(out)], cwd=ROOT)
+    res = {"profile": str(out) if r.returncode == 0 else None, "profile_seconds": round(time.time() - t0, 1)}
+    if r.returncode:
+        res["profile_error"] = _last_line(r)
+    return res
+
+
+def measure(work: Path, tag: str, torch_v: str, aos: "list[str]", keep: bool, build_only: bool = False) -> dict:
+    venv = work / tag
+    entry = build(venv, torch_v, aos, keep)
+    if "error" not in entry and not build_only:
+        py = venv / "bin" / "python"
+        entry["suite"] = run_suite(py)
+        entry.update(run_profile(py, work / "profiles" / f"{tag}.json"))
+    if not keep:
+        shutil.rmtree(venv, ignore_errors=True)
+    print(tag, json.dumps(entry), flush=True)
+    return entry
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--torch", nargs="+", default=["2.13.0", "2.14.1"])
-    ap.add_argument("--torchao", nargs="+", default=["0.17.0", "0.18.0"])
+    ap.add_argument("--torch", nargs="+", default=DEFAULT_TORCH, help="torch releases, oldest first")
+    ap.add_argument("--torchao", nargs="+", default=DEFAULT_TORCHAO, help="torchao releases, oldest first")
+    ap.add_argument("--torchao-torch", default="2.13.0", help="the torch the torchao axis runs on")
     ap.add_argument("--work", default="/tmp/fp8ref-matrix")
-    ap.add_argument("--keep", action="store_true", help="reuse venvs that already exist")
+    ap.add_argument("--keep", action="store_true", help="keep the venvs, and reuse those already there")
     ap.add_argument("--out", default=str(ROOT / "docs" / "version-matrix.md"))
+    ap.add_argument("--json", default=None, help="also write the raw results here")
+    ap.add_argument("--build-only", action="store_true",
+                    help="only build the venvs (implies --keep), e.g. ahead of a run on a quiet machine")
     args = ap.parse_args()
+    if args.build_only:
+        args.keep = True
 
     work = Path(args.work)
     (work / "profiles").mkdir(parents=True, exist_ok=True)
-    results = {}
     t_start = time.time()
-    for tv, av in itertools.product(args.torch, args.torchao):
-        tag = f"torch{tv}-torchao{av}"
-        venv = work / tag
-        t0 = time.time()
-        ok, why = build(venv, tv, av, args.keep)
-        entry = {"build_seconds": round(time.time() - t0, 1)}
-        if not ok:
-            entry["error"] = why
+    newest_first = list(reversed(args.torchao))
+    torch_axis = {tv: measure(work, f"torch{tv}", tv, newest_first, args.keep, args.build_only) for tv in args.torch}
+    ao_axis = {}
+    for av in args.torchao:
+        same = torch_axis.get(args.torchao_torch)
+        if same is not None and same.get("torchao") == av:
+            ao_axis[av] = same  # already measured on the torch axis
         else:
-            entry["suite"] = run_suite(venv)
-            prof = work / "profiles" / f"{tag}.json"
-            r = sh([str(venv / "bin" / "python"), "-m", "fp8ref", "profile", "--out", str(prof)], cwd=ROOT)
-            entry["profile"] = str(prof) if r.returncode == 0 else None
-            if r.returncode:
-                entry["profile_error"] = (r.stderr.strip().splitlines() or ["?"])[-1]
-        results[(tv, av)] = entry
-        print(tag, json.dumps(entry), flush=True)
+            ao_axis[av] = measure(work, f"torch{args.torchao_torch}-torchao{av}", args.torchao_torch, [av], args.keep,
+                                  args.build_only)
     total = time.time() - t_start
-    Path(args.out).write_text(render(results, args.torch, args.torchao, total))
-    print(f"wrote {args.out} in {total:.0f} s")
+    if args.build_only:
+        print(f"built the venvs under {work} in {total / 60:.1f} min")
+        return 0
+    results = {"torch_axis": torch_axis, "torchao_axis": ao_axis, "torchao_torch": args.torchao_torch,
+               "total_seconds": round(total), "python": sys.version.split()[0]}
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
+    Path(args.out).write_text(render(results))
+    print(f"wrote {args.out} in {total / 60:.1f} min")
     return 0
 
 
-def _changes(a: "str | None", b: "str | None") -> list[str]:
-    if not a or not b:
-        return ["(a profile is missing: see the table above)"]
-    rows = diff(load(a), load(b))
-    return [f"`{k}`: {x!r} -> {y!r}" for k, x, y in rows] or ["no behaviour key differs"]
+# --- rendering ---------------------------------------------------------------------------------
+
+def _label(e: dict) -> str:
+    return f"torch {e.get('torch', e['torch_asked'])} + torchao {e.get('torchao') or 'none'}"
 
 
-def render(results: dict, torches: list[str], aos: list[str], total: float) -> str:
-    lines = ["# Version matrix", "",
-             "Generated by `python scripts/version_matrix.py` on the 2-core CPU machine: one fresh venv per",
-             "(torch, torchao) pair, `pytest -m cpu` in each, and `python -m fp8ref profile` diffed pairwise.",
-             f"Total wall time: {total / 60:.1f} minutes (venv builds included).", "",
-             "| torch | torchao | venv build | pytest -m cpu | failed tests |", "| --- | --- | --- | --- | --- |"]
-    for (tv, av), e in results.items():
-        if "error" in e:
-            lines.append(f"| {tv} | {av} | failed | - | {e['error']} |")
+def changelog(entries: "list[dict]") -> "list[tuple[str, str, object, object]]":
+    """(key, first install where it changed, old, new) along a sequence of installs, every change."""
+    rows = []
+    have = [e for e in entries if e.get("profile")]
+    for prev, cur in zip(have, have[1:]):
+        for k, old, new in diff(load(prev["profile"]), load(cur["profile"])):
+            rows.append((k, _label(cur), old, new))
+    return rows
+
+
+def _cell(v: object) -> str:
+    s = repr(v)
+    return (s if len(s) <= 120 else s[:117] + "...").replace("|", "\\|")
+
+
+def _changes_table(rows) -> "list[str]":
+    if not rows:
+        return ["No behaviour key differs between consecutive installs.", ""]
+    out = ["| key | first in | before | after |", "| --- | --- | --- | --- |"]
+    out += [f"| `{k}` | {where} | {_cell(a)} | {_cell(b)} |" for k, where, a, b in rows]
+    return out + [""]
+
+
+def _suite_cell(e: dict) -> "tuple[str, str]":
+    if "error" in e:
+        return "not built", e["error"].replace("|", "\\|")
+    s = e["suite"]
+    why = "; ".join(f"`{t.split('::', 1)[-1]}`: {r}".replace("|", "\\|") for t, r in s["failed"][:8])
+    if len(s["failed"]) > 8:
+        why += f"; ... {len(s['failed']) - 8} more"
+    return f"{s['summary']} ({s['seconds']:.0f} s)", why or "-"
+
+
+HEADLINE_KEYS = ["cast.e4m3fn.bf16.overflow", "cast.e4m3fn.bf16.inf", "cast.e4m3fn.f16.overflow",
+                 "cast.e5m2.bf16.overflow", "cast.e8m0fnu.bf16.no_encoding", "finfo.e5m2fnuz.eps",
+                 "scaled_mm.tensorwise.bf16", "scaled_mm.rowwise.bf16", "torchao.digest.float8linear.tensorwise",
+                 "torchao.digest.float8linear.rowwise"]
+
+
+def _short(v: object) -> str:
+    s = str(v)
+    return "refused" if s.startswith("refused:") else s.replace("|", "\\|")
+
+
+def _by_version_table(entries: "list[dict]") -> "list[str]":
+    """The headline keys (casts' overflow modes, finfo, _scaled_mm, torchao digests) per install."""
+    have = [e for e in entries if e.get("profile")]
+    if not have:
+        return []
+    profiles = [load(e["profile"])["behaviour"] for e in have]
+    out = ["| key | " + " | ".join(e.get("torch", e["torch_asked"]).split("+")[0] for e in have) + " |",
+           "| --- |" + " --- |" * len(have)]
+    for k in HEADLINE_KEYS:
+        out.append(f"| `{k}` | " + " | ".join(_short(p.get(k, "-")) for p in profiles) + " |")
+    return out + [""]
+
+
+def render(results: dict) -> str:
+    t_axis, a_axis = results["torch_axis"], results["torchao_axis"]
+    lines = ["# FP8 behaviour across torch and torchao releases", "",
+             "Generated by `python scripts/version_matrix.py` (CPU; one fresh venv per install with",
+             "ml-dtypes 0.6.0, transformers 5.24.0 and datasets 5.2.0 pinned, `pytest -m cpu` and",
+             "`python -m fp8ref profile` in each). Python " + results["python"] +
+             f"; total wall time {results['total_seconds'] / 60:.0f} minutes, venv builds included.", "",
+             "## The installs", "",
+             "| torch | torchao (newest that imports) | tried and refused | venv build | profile |",
+             "| --- | --- | --- | --- | --- |"]
+    for tv, e in t_axis.items():
+        tried = "; ".join(f"{v}: {why}".replace("|", "\\|")[:160] for v, why in e.get("torchao_tried", [])) or "-"
+        prof = "collected" if e.get("profile") else e.get("profile_error", e.get("error", "-"))
+        lines.append(f"| {e.get('torch', tv)} | {e.get('torchao') or 'none'} | {tried} | "
+                     f"{e.get('build_seconds', 0):.0f} s | {prof} |")
+    lines += ["", "## Headline behaviours by torch release", ""] + _by_version_table(list(t_axis.values()))
+    lines += ["## What changed along torch (each with the newest torchao that imports)", "",
+              "Each row is a behaviour key whose value differs from the install before it. A change in",
+              "a `torchao.*` key where the torchao version changed too is torchao's: see the next section.", ""]
+    lines += _changes_table(changelog(list(t_axis.values())))
+    lines += [f"## What changed along torchao (torch {results['torchao_torch']})", ""]
+    lines += _changes_table(changelog(list(a_axis.values())))
+    lines += ["## The suite on each install", "", "| install | pytest -m cpu | failed, and why |", "| --- | --- | --- |"]
+    seen = set()
+    for e in list(t_axis.values()) + list(a_axis.values()):
+        if id(e) in seen:
             continue
-        s = e["suite"]
-        failed = ", ".join(f"`{f}`" for f in s["failed"][:6]) + (" ..." if len(s["failed"]) > 6 else "") or "none"
-        lines.append(f"| {tv} | {av} | {e['build_seconds']:.0f} s | {s['summary']} ({s['seconds']:.0f} s) | {failed} |")
-    lines += ["", "## What changed because of torch (same torchao)", ""]
-    for av in aos:
-        for t1, t2 in zip(torches, torches[1:]):
-            lines.append(f"### torch {t1} -> {t2}, torchao {av}")
-            lines += [f"- {c}" for c in _changes(results[(t1, av)].get("profile"), results[(t2, av)].get("profile"))] + [""]
-    lines += ["## What changed because of torchao (same torch)", ""]
-    for tv in torches:
-        for a1, a2 in zip(aos, aos[1:]):
-            lines.append(f"### torchao {a1} -> {a2}, torch {tv}")
-            lines += [f"- {c}" for c in _changes(results[(tv, a1)].get("profile"), results[(tv, a2)].get("profile"))] + [""]
+        seen.add(id(e))
+        summary, why = _suite_cell(e)
+        lines.append(f"| {_label(e)} | {summary} | {why} |")
+    lines += ["", "The bf16-vs-FP8 parity check of the suite (tiny preset, torchao tensorwise, CPU) on each torch:", ""]
+    for e in t_axis.values():
+        if e.get("suite", {}).get("parity"):
+            lines.append(f"- {_label(e)}: {e['suite']['parity']}")
+    lines += ["", "Skips that name the install (a refused operation or a missing dtype), per install:", ""]
+    for e in list(t_axis.values()):
+        if "suite" not in e:
+            continue
+        named = [f"{n}x {r}" for n, r in e["suite"]["skipped"] if "cannot do" in r or "has no" in r]
+        if named:
+            lines.append(f"- {_label(e)}: " + "; ".join(named[:6]).replace("|", "\\|"))
     return "\n".join(lines) + "\n"
 
 

@@ -219,6 +219,18 @@ def test_bad_config_raises_naming_the_field(field, value, match):
         FinetuneConfig(**{field: value}).resolved()
 
 
+def test_calibrate_needs_two_runs_for_a_spread():
+    from fp8ref.finetune import calibrate
+
+    with pytest.raises(ValueError, match="runs: expected an int >= 2"):
+        calibrate(FinetuneConfig(preset="tiny"), 1)
+
+
+def test_cpu_runs_emulate_torchao_gemms_by_default():
+    assert FinetuneConfig(preset="tiny").resolved().emulate is True
+    assert FinetuneConfig(preset="tiny", emulate=False).resolved().emulate is False
+
+
 def test_compare_rejects_a_non_config():
     with pytest.raises(TypeError, match="cfg"):
         compare({"preset": "tiny"})
