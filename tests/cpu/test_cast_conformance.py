@@ -19,16 +19,18 @@ from fp8ref.conformance import (
     ml_dtypes_cast,
     torch_cast,
 )
+from fp8ref import install
 from fp8ref.formats import FORMATS
 
 FMTS = list(FORMATS.values())
 
 
-def _impl(name, fmt):
+def _impl(name, fmt, skip_unless):
     if name == "ml_dtypes":
         pytest.importorskip("ml_dtypes", reason="needs package ml_dtypes (pip install ml-dtypes)")
         impl = ml_dtypes_cast(fmt)
     else:
+        skip_unless(install.torch_dtype(fmt), f"casts to {fmt.name}")
         impl = torch_cast(fmt, "cpu")
     if impl is None:
         pytest.skip(f"{name} has no {fmt.name} on this install")
@@ -42,8 +44,8 @@ CASES = [pytest.param(f, i, id=f"{f.name}-{i}") for f in FMTS for i in IMPLS]
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 @pytest.mark.parametrize("fmt,impl_name", CASES)
-def test_all_16bit_patterns_cast_like_the_codec(fmt, impl_name, dtype, record_cast_report):
-    impl = _impl(impl_name, fmt)
+def test_all_16bit_patterns_cast_like_the_codec(fmt, impl_name, dtype, record_cast_report, skip_unless):
+    impl = _impl(impl_name, fmt, skip_unless)
     x = all_16bit_inputs(dtype)
     report = check_cast(impl, x, fmt, f"all {dtype}".replace("torch.", ""))
     record_cast_report(report)
@@ -53,14 +55,12 @@ def test_all_16bit_patterns_cast_like_the_codec(fmt, impl_name, dtype, record_ca
 
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("fmt,impl_name", CASES)
-def test_all_256_codes_decode_like_the_codec(fmt, impl_name):
+def test_all_256_codes_decode_like_the_codec(fmt, impl_name, skip_unless):
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     want = decode(codes, fmt)
     if impl_name == "torch":
-        dtype = fmt.torch_dtype()
-        if dtype is None:
-            pytest.skip(f"torch has no {fmt.torch_name}")
-        got = codes.view(dtype).float()
+        skip_unless(install.torch_dtype(fmt), f"decodes {fmt.name}")
+        got = codes.view(fmt.torch_dtype()).float()
         who = f"torch {torch.__version__}"
     else:
         ml_dtypes = pytest.importorskip("ml_dtypes", reason="needs package ml_dtypes")
@@ -79,8 +79,8 @@ def test_all_256_codes_decode_like_the_codec(fmt, impl_name):
 @pytest.mark.parametrize("inputs", ["representable", "midpoints", "midpoints_pm_ulp", "overflow_boundary",
                                     "subnormal_range", "specials"])
 @pytest.mark.parametrize("fmt,impl_name", CASES)
-def test_float32_structured_inputs_cast_like_the_codec(fmt, impl_name, inputs, record_cast_report):
-    impl = _impl(impl_name, fmt)
+def test_float32_structured_inputs_cast_like_the_codec(fmt, impl_name, inputs, record_cast_report, skip_unless):
+    impl = _impl(impl_name, fmt, skip_unless)
     x = float32_structured_inputs(fmt)[inputs]
     report = check_cast(impl, x, fmt, f"float32 {inputs}")
     record_cast_report(report)
@@ -105,10 +105,10 @@ def test_midpoints_round_to_the_even_neighbour_in_both_directions(fmt):
 
 @pytest.mark.needs("hypothesis")
 @pytest.mark.parametrize("fmt,impl_name", CASES)
-def test_arbitrary_float32_casts_like_the_codec(fmt, impl_name, record_cast_report):
+def test_arbitrary_float32_casts_like_the_codec(fmt, impl_name, record_cast_report, skip_unless):
     from hypothesis import given, strategies as st
 
-    impl = _impl(impl_name, fmt)
+    impl = _impl(impl_name, fmt, skip_unless)
     reports = []
 
     @given(st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True),
@@ -126,10 +126,10 @@ def test_arbitrary_float32_casts_like_the_codec(fmt, impl_name, record_cast_repo
 @pytest.mark.slow
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("fmt,impl_name", CASES)
-def test_all_2pow32_float32_patterns_cast_like_the_codec(fmt, impl_name, record_cast_report):
+def test_all_2pow32_float32_patterns_cast_like_the_codec(fmt, impl_name, record_cast_report, skip_unless):
     """Every float32 bit pattern, 2^20 at a time: memory stays small, and chunks this size ran
     about 3x faster than 2^24 here (the temporaries stay in cache). 75-95 s per case in CI."""
-    impl = _impl(impl_name, fmt)
+    impl = _impl(impl_name, fmt, skip_unless)
     chunk = 1 << 20
     total, reports = 0, []
     base = torch.arange(chunk, dtype=torch.int32)

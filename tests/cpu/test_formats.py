@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from fp8ref import install
 from fp8ref.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, FORMATS, Fp8Format, get_format
 
 FMTS = list(FORMATS.values())
@@ -95,10 +96,9 @@ for _f in FMTS:
 
 
 @pytest.mark.parametrize("fmt,field", _torch_cases)
-def test_torch_finfo_matches_derived(fmt, field):
+def test_torch_finfo_matches_derived(fmt, field, skip_unless):
+    skip_unless(install.torch_dtype(fmt), f"finfo of {fmt.name}")
     dtype = fmt.torch_dtype()
-    if dtype is None:
-        pytest.skip(f"torch {torch.__version__} has no {fmt.torch_name}")
     got = getattr(torch.finfo(dtype), field)
     want = _torch_expected(fmt)[field]
     assert got == want, f"torch {torch.__version__}: finfo({fmt.torch_name}).{field} = {got!r}, derived {want!r}"

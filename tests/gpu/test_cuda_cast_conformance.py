@@ -8,6 +8,7 @@ Without a GPU these skip; with --fp8-dry-run they run on the CPU device so CI ke
 import pytest
 import torch
 
+from fp8ref import install
 from fp8ref.codec import decode
 from fp8ref.conformance import all_16bit_inputs, check_cast, torch_cast
 from fp8ref.formats import FORMATS
@@ -18,10 +19,9 @@ FMTS = list(FORMATS.values())
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 @pytest.mark.parametrize("fmt", FMTS, ids=[f.name for f in FMTS])
-def test_device_cast_of_all_16bit_patterns_matches_the_codec(fmt, dtype, gpu_device, record_cast_report):
+def test_device_cast_of_all_16bit_patterns_matches_the_codec(fmt, dtype, gpu_device, record_cast_report, skip_unless):
+    skip_unless(install.torch_dtype(fmt), f"casts to {fmt.name}")
     impl = torch_cast(fmt, gpu_device)
-    if impl is None:
-        pytest.skip(f"torch {torch.__version__} has no {fmt.torch_name}")
     report = check_cast(impl, all_16bit_inputs(dtype), fmt, f"all {dtype}".replace("torch.", ""))
     record_cast_report(report)
     assert report.ok, report.failure_message()
@@ -29,10 +29,9 @@ def test_device_cast_of_all_16bit_patterns_matches_the_codec(fmt, dtype, gpu_dev
 
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("fmt", FMTS, ids=[f.name for f in FMTS])
-def test_device_decode_of_all_256_codes_matches_the_codec(fmt, gpu_device):
+def test_device_decode_of_all_256_codes_matches_the_codec(fmt, gpu_device, skip_unless):
+    skip_unless(install.torch_dtype(fmt), f"decodes {fmt.name}")
     dtype = fmt.torch_dtype()
-    if dtype is None:
-        pytest.skip(f"torch {torch.__version__} has no {fmt.torch_name}")
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     got = codes.to(gpu_device).view(dtype).float().cpu()
     want = decode(codes, fmt)
