@@ -73,7 +73,9 @@ def build(venv: Path, torch_v: str, ao_candidates: "list[str]", keep: bool) -> d
     t0 = time.time()
     py = venv / "bin" / "python"
     entry: dict = {"torch_asked": torch_v, "torchao_tried": []}
-    if not (keep and py.exists()):
+    record = venv / "fp8ref-build.json"  # how long the venv took to build, kept for reruns with --keep
+    reused = keep and py.exists()
+    if not reused:
         shutil.rmtree(venv, ignore_errors=True)
         sh([sys.executable, "-m", "venv", str(venv)])
         for args in ([f"torch=={torch_v}"], PINNED, ["--no-deps", "-e", str(ROOT)]):
@@ -105,6 +107,10 @@ def build(venv: Path, torch_v: str, ao_candidates: "list[str]", keep: bool) -> d
         sh([str(py), "-m", "pip", "uninstall", "-y", "-q", "torchao"])
         entry["torchao"] = None
     entry["build_seconds"] = round(time.time() - t0, 1)
+    if reused and record.exists():
+        entry["build_seconds"] = json.loads(record.read_text()).get("build_seconds", entry["build_seconds"])
+    elif not reused:
+        record.write_text(json.dumps({"build_seconds": entry["build_seconds"]}))
     return entry
 
 
