@@ -112,9 +112,10 @@ def exact_linear_problem(device: str = "cpu") -> "tuple[torch.Tensor, torch.Tens
     Every value is k/128 for k in 128..224 (a bfloat16 significand; the FP8 casts round it) with a
     random sign, and each tensor, row and column holds 1.75. So every scale is a power of two
     (448 / 1.75 = 2^8 for E4M3, 57344 / 1.75 = 2^15 for E5M2; the rowwise recipes round to powers
-    of two) and every product in a GEMM, of FP8 or of bfloat16 values, is a multiple of 2^-14
-    times the two scales below 4 times them: the at most 128 terms of a dot product sum to far
-    fewer than 2^24 quanta, so every float32 partial sum is exact in any order."""
+    of two). Unscaled, every operand value is a multiple of 2^-7 below 2, so every product in a
+    GEMM, of FP8 or of bfloat16 values, is a multiple of 2^-14 below 4 (times the power-of-two
+    scales): a dot product of at most 128 terms stays below 2^23 such quanta, and every float32
+    partial sum is exact in any order."""
     gen = torch.Generator().manual_seed(0)
 
     def make(rows: int, cols: int) -> torch.Tensor:

@@ -22,11 +22,11 @@ and so still seen: the pinned value is ``ok`` or a digest, the new one ``refused
 from __future__ import annotations
 
 import linecache
-import os
+import re
 from pathlib import Path
 from typing import Callable, TypeVar
 
-__all__ = ["INSTALL_PACKAGES", "NATIVE_REFUSALS", "refusal", "is_refusal", "describe", "attempt"]
+__all__ = ["INSTALL_PACKAGES", "NATIVE_REFUSALS", "refusal", "is_refusal", "normalize", "describe", "attempt"]
 
 T = TypeVar("T")
 
@@ -81,14 +81,20 @@ def is_refusal(exc: BaseException) -> bool:
     return isinstance(exc, NATIVE_REFUSALS)  # a native function called from this line said no
 
 
+def normalize(message: str) -> str:
+    """The first line of an install's error message without what varies between builds of the
+    same behaviour (source paths and line numbers, torch's assert boilerplate), at most 240 chars."""
+    lines = message.strip().splitlines()
+    first = lines[0].strip() if lines else ""
+    first = re.sub(r' at "[^"]*":\d+,?', "", first)
+    first = first.replace(" please report a bug to PyTorch.", "").replace(" INTERNAL ASSERT FAILED", " failed:")
+    first = re.sub(r" \((?:/|[A-Za-z]:\\)[^()]*\)$", "", first)  # "(/path/to/module.py)" after an ImportError
+    return first if len(first) <= 240 else first[:237] + "..."
+
+
 def describe(exc: BaseException) -> str:
-    """``Type: first line of the message`` (install paths shortened), for a profile value or a skip."""
-    text = str(exc).strip().splitlines()
-    first = text[0].strip() if text else ""
-    first = first.replace(os.sep.join(("", "pytorch", "")), "")  # build-machine paths vary per wheel
-    first = first.replace(" please report a bug to PyTorch.", "")  # torch's INTERNAL ASSERT boilerplate
-    if len(first) > 240:
-        first = first[:237] + "..."
+    """``Type: message`` (``normalize``d), for a profile value or a skip reason."""
+    first = normalize(str(exc))
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 

@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fp8ref.profile import diff, load  # noqa: E402
+from fp8ref.refusals import normalize  # noqa: E402
 
 DEFAULT_TORCH = ["2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
 DEFAULT_TORCHAO = ["0.15.0", "0.16.0", "0.17.0", "0.18.0"]
@@ -102,7 +103,7 @@ def build(venv: Path, torch_v: str, ao_candidates: "list[str]", keep: bool) -> d
         if r.returncode == 0:
             entry["torchao"] = ao
             break
-        entry["torchao_tried"].append((ao, _last_line(r)))
+        entry["torchao_tried"].append((ao, normalize(_last_line(r))))
     else:
         sh([str(py), "-m", "pip", "uninstall", "-y", "-q", "torchao"])
         entry["torchao"] = None
@@ -293,13 +294,22 @@ def render(results: dict) -> str:
     for e in t_axis.values():
         if e.get("suite", {}).get("parity"):
             lines.append(f"- {_label(e)}: {e['suite']['parity']}")
-    lines += ["", "Skips that name the install (a refused operation or a missing dtype), per install:", ""]
+    lines += ["", "Tests skipped because the install refused their subject (the question is asked with a minimal",
+              "call: `fp8ref.install`), per install:", ""]
     for e in list(t_axis.values()):
         if "suite" not in e:
             continue
-        named = [f"{n}x {r}" for n, r in e["suite"]["skipped"] if "cannot do" in r or "has no" in r]
-        if named:
-            lines.append(f"- {_label(e)}: " + "; ".join(named[:6]).replace("|", "\\|"))
+        what, answers, count = [], [], 0
+        for n, reason in e["suite"]["skipped"]:
+            m = re.search(r"cannot do (.*?): ((?:refused|missing): .*)$", reason)
+            if m:
+                what.append(m.group(1))
+                answers.append(m.group(2))
+                count += n
+        if count:
+            answer = min(answers, key=len)  # the same refusal, cut at different lengths by pytest
+            lines.append(f"- {_label(e)}: {count} tests ({'; '.join(dict.fromkeys(what))}): "
+                         f"`{answer[:160]}`".replace("|", "\\|"))
     return "\n".join(lines) + "\n"
 
 
