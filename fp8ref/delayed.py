@@ -7,11 +7,11 @@ an amax history of ``history_len`` steps, reduced by ``max`` or ``most_recent``,
 ``scale = (fp8_max / amax) / 2^margin``. The scale used at step t comes from amaxes recorded
 *before* step t. As in TE, a reduced amax that is 0, inf or NaN keeps the previous scale.
 
-``Fp8State`` / ``TensorMeta`` — the form in the seed design (a TE-style state from another
-project): per-weight meta keyed by the weight's identity (data pointer, shape, dtype); the
+``Fp8State`` / ``TensorMeta`` — the form of a TransformerEngine-style delayed-scaling design
+(docs/design.md): per-weight meta keyed by the weight's identity (data pointer, shape, dtype); the
 weight's scale refreshed every ``update_interval`` steps from its history window (max); the
 activation and gradient scales delayed by exactly one call (the amax of call t sets the scale
-of call t+1). The seed's code would turn an inf amax into a zero scale; here the same
+of call t+1). That design's code would turn an inf amax into a zero scale; here the same
 keep-previous rule as TE applies, so one bad step cannot poison the scales.
 
 All scales use torchao's convention (multiplied on quantize); ``.scale_inv`` gives TE's.
@@ -95,7 +95,7 @@ class TensorMeta:
     ``w_scale``: from the max of a ring buffer of the last ``window`` weight amaxes, refreshed
     by ``refresh()`` (called every ``update_interval`` steps by ``Fp8State.step``).
     ``x_scale`` / ``g_scale``: delayed one call (``update_x`` / ``update_g`` after each use).
-    The history starts at ones and every scale at 1, as in the seed.
+    The history starts at ones and every scale at 1, as in that design.
     """
 
     def __init__(self, window: int = 16, fmt: Fp8Format = E4M3FN, grad_fmt: Fp8Format = E4M3FN):
@@ -121,7 +121,7 @@ class TensorMeta:
 
 
 class Fp8State:
-    """The seed's global state: enabled flag, step counter, metas keyed by weight identity."""
+    """The delayed-scaling design's global state: enabled flag, step counter, metas keyed by weight identity."""
 
     def __init__(self, update_interval: int = 16, fmt: Fp8Format = E4M3FN, grad_fmt: Fp8Format = E4M3FN):
         if not isinstance(update_interval, int) or update_interval < 1:

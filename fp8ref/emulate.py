@@ -4,11 +4,11 @@ values, accumulated in high precision) and the reference the torchao and ``_scal
 compare against.
 
 - ``fp8_linear``: ``y = x @ w.T + b`` under a recipe from ``fp8ref.recipes`` (default
-  ``tensorwise``: E4M3 forward, E5M2 output gradient, as torchao and the seed's smoke check).
-- ``fp8_autocast``: the seed design's autocast-style context. While it is active, every
-  ``torch.nn.functional.linear`` call (so every ``nn.Linear`` of an unmodified model) runs through
-  an emulated FP8 linear with *delayed* scales from an ``Fp8State``; entering it counts one
-  training step.
+  ``tensorwise``: E4M3 forward, E5M2 output gradient, as torchao and fp8_parity.py's smoke check).
+- ``fp8_autocast``: the autocast-style context of a TransformerEngine-style delayed-scaling design
+  (docs/design.md). While it is active, every ``torch.nn.functional.linear`` call (so every
+  ``nn.Linear`` of an unmodified model) runs through an emulated FP8 linear with *delayed* scales
+  from an ``Fp8State``; entering it counts one training step.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .recipes import GemmRecipe, LinearRecipe, OperandCast, get_recipe
 from .scaling import amax, tensorwise
 
 __all__ = ["fp8_linear", "fp8_autocast", "fp8_state", "Fp8LinearFunction", "cast_operand", "emulated_gemm",
-           "Float8Linear", "convert", "default_module_filter", "seed_mlp_problem", "train_seed_mlp"]
+           "Float8Linear", "convert", "default_module_filter"]
 
 
 def cast_operand(t: torch.Tensor, op: OperandCast) -> torch.Tensor:
@@ -130,7 +130,7 @@ class Float8Linear(torch.nn.Linear):
 
 
 def default_module_filter(mod: torch.nn.Module, fqn: str) -> bool:
-    """The seed's filter: skip the LM head and any Linear whose dims are not multiples of 16
+    """fp8_parity.py's filter: skip the LM head and any Linear whose dims are not multiples of 16
     (``torch._scaled_mm`` needs them)."""
     if fqn.endswith("lm_head"):
         return False
@@ -155,7 +155,7 @@ def convert(model: torch.nn.Module, recipe: "str | LinearRecipe" = "tensorwise",
 
 
 class _DelayedFp8LinearFunction(torch.autograd.Function):
-    """The seed's delayed-scaling linear: scales from a TensorMeta, amaxes recorded after use."""
+    """The delayed-scaling design's linear: scales from a TensorMeta, amaxes recorded after use."""
 
     @staticmethod
     def forward(ctx, x, w, bias, meta: TensorMeta):
@@ -219,30 +219,3 @@ def fp8_autocast(enabled: bool = True, update_interval: "int | None" = None, sta
             yield st
     finally:
         st.enabled, st.update_interval = prev
-
-
-def seed_mlp_problem() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The seed smoke check's regression task and initial weights (fixed seeds): X, Y, W1, W2."""
-    gen = torch.Generator().manual_seed(0)
-    X = torch.randn(512, 32, generator=gen)
-    Y = torch.tanh(X @ (torch.randn(16, 32, generator=gen) / 6).T)
-    gen = torch.Generator().manual_seed(1)
-    return X, Y, torch.randn(64, 32, generator=gen) / 6, torch.randn(16, 64, generator=gen) / 8
-
-
-def train_seed_mlp(fp8: bool, steps: int = 300) -> list[float]:
-    """Train the seed's 2-layer MLP with AdamW (fp32 master weights and optimizer state) and
-    return the loss at every step. ``fp8``: every matmul is ``fp8_linear`` under torchao's
-    tensorwise recipe (E4M3 input and weight, E5M2 output gradient); else plain fp32."""
-    X, Y, W1, W2 = seed_mlp_problem()
-    W1, W2 = W1.requires_grad_(), W2.requires_grad_()
-    opt = torch.optim.AdamW([W1, W2], lr=3e-3)
-    mm = (lambda inp, w: fp8_linear(inp, w, recipe="tensorwise")) if fp8 else (lambda inp, w: inp @ w.T)
-    losses = []
-    for _ in range(steps):
-        loss = ((mm(torch.relu(mm(X, W1)), W2) - Y) ** 2).mean()
-        losses.append(loss.item())
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    return losses

@@ -25,7 +25,7 @@ import torch
 from .formats import Fp8Format, get_format
 from .refusals import attempt
 
-__all__ = ["TORCHAO_RECIPES", "SCALED_MM_SCALINGS", "package_version", "versions", "versions_line", "device_kind",
+__all__ = ["EXTRAS", "MissingPackage", "has_package", "needs_package", "require", "TORCHAO_RECIPES", "SCALED_MM_SCALINGS", "package_version", "versions", "versions_line", "device_kind",
            "cpu_features", "one_thread", "torch_dtype", "scaled_mm", "torchao_float8", "torchao_recipe", "run_torchao_linear"]
 
 # torchao's float8 training recipes (Float8LinearConfig.from_recipe_name), torchao 0.15-0.18
@@ -36,6 +36,39 @@ SCALED_MM_SCALINGS = ("tensorwise", "rowwise")
 # 700x slower than a bfloat16 matmul, measured on a Xeon with AMX-BF16/INT8 but no AMX-FP16);
 # without, it dequantizes and multiplies in float32.
 _CPU_FLAGS = ("avx512_fp16", "avx512_bf16", "amx_bf16", "amx_int8", "amx_fp16")
+
+
+# Optional packages by import name -> the extra of pyproject.toml that installs them.
+EXTRAS = {
+    "torchao": "test", "ml_dtypes": "test", "hypothesis": "test", "numpy": "test", "pytest_benchmark": "test",
+    "transformers": "finetune", "datasets": "finetune", "matplotlib": "finetune", "tqdm": "finetune",
+}
+_PIP_NAMES = {"ml_dtypes": "ml-dtypes", "pytest_benchmark": "pytest-benchmark"}
+
+
+class MissingPackage(ImportError):
+    """An optional package is not installed; the message names it and the extra that brings it."""
+
+
+def has_package(pkg: str) -> bool:
+    """Is ``pkg`` installed? (Found, not imported: a package that is installed but refuses to
+    import with this torch is the install's answer, reported by the capability probes.)"""
+    return importlib.util.find_spec(pkg) is not None
+
+
+def needs_package(pkg: str, what: str = "this") -> str:
+    """The one wording for a missing optional package: what needs it and how to install it."""
+    if pkg not in EXTRAS:
+        raise ValueError(f"pkg: expected one of {sorted(EXTRAS)}, got {pkg!r}")
+    return (f"{what} needs package {_PIP_NAMES.get(pkg, pkg)}, which is not installed "
+            f"(pip install -e '.[{EXTRAS[pkg]}]')")
+
+
+def require(pkg: str, what: str = "this"):
+    """Import and return optional package ``pkg``, or raise ``MissingPackage`` saying so."""
+    if not has_package(pkg):
+        raise MissingPackage(needs_package(pkg, what))
+    return importlib.import_module(pkg)
 
 
 def package_version(pkg: str) -> "str | None":

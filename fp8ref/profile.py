@@ -154,17 +154,17 @@ def _probe_torchao(device: str) -> dict:
 
 
 def _probe_emulated_mlp() -> dict:
-    """The seed's MLP trained with fp8ref's emulated FP8 (tensorwise): the loss at a few steps,
+    """The MLP of ``fp8ref.mlp_problem`` trained with fp8ref's emulated FP8 (tensorwise): the loss at a few steps,
     rounded; what moves it is torch's matmul and optimizer, not torch's FP8 casts (compared
     within ``TOLERANCES``)."""
-    from .emulate import train_seed_mlp
+    from .mlp_problem import train_mlp
 
     steps = (0, 50, 100, 200, 299)
     keys = [f"emulated_mlp.loss.step{s:03d}" for s in steps]
 
     def probe():
         with install.one_thread():
-            losses = train_seed_mlp(True, steps=300)
+            losses = train_mlp(True, steps=300)
         return {k: round(losses[s], 4) for k, s in zip(keys, steps)}
 
     return _isolated(keys, probe)

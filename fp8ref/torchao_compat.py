@@ -13,17 +13,17 @@ from __future__ import annotations
 import torch
 
 from .formats import Fp8Format, get_format
+from .install import require
 from .scaling import Granularity
 
 __all__ = ["require_torchao", "recipe_table", "tensor_to_scale", "dynamic_cast", "to_mx"]
 
 
-def require_torchao():
-    try:
-        import torchao  # noqa: F401
-        import torchao.float8  # noqa: F401
-    except ImportError as exc:  # pragma: no cover - exercised where torchao is absent
-        raise ImportError("torchao is needed here: pip install torchao") from exc
+def require_torchao(what: str = "this"):
+    """torchao, with ``torchao.float8`` imported; ``MissingPackage`` when torchao is not installed
+    (an ImportError from ``torchao.float8`` itself is this torch refusing torchao, and propagates)."""
+    torchao = require("torchao", what)
+    import torchao.float8  # noqa: F401
     return torchao
 
 

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fp8ref.faults import PERTURBATIONS, perturbation  # noqa: E402
+from fp8ref.finetune.faults import PERTURBATIONS, perturbation  # noqa: E402
 from fp8ref.finetune import FinetuneConfig, calibrate, compare  # noqa: E402
 
 

@@ -10,9 +10,8 @@ from fp8ref import codec
 from fp8ref.codec import _encode_exact, decode, encode, round_to_format
 from fp8ref.conformance import float32_structured_inputs
 from fp8ref.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, FORMATS
+from tests.params import ALL_FORMATS
 
-FMTS = list(FORMATS.values())
-IDS = [f.name for f in FMTS]
 NAN = math.nan
 INF = math.inf
 
@@ -73,7 +72,7 @@ def test_hand_checked_encodings(fmt, x, saturate, code, path):
     assert got == code, f"{fmt.name} encode({x!r}, saturate={saturate}): expected 0x{code:02x}, got 0x{got:02x}"
 
 
-@pytest.mark.parametrize("fmt", FMTS, ids=IDS)
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
 def test_decode_then_encode_returns_every_code(fmt):
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     values = decode(codes, fmt)
@@ -83,7 +82,7 @@ def test_decode_then_encode_returns_every_code(fmt):
     assert bool(torch.isnan(decode(back[torch.isnan(values)], fmt)).all())
 
 
-@pytest.mark.parametrize("fmt", FMTS, ids=IDS)
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
 @pytest.mark.parametrize("saturate", [False, True], ids=["nonsat", "sat"])
 def test_float32_fast_path_equals_exact_path(fmt, saturate):
     """The float32 path (round-to-odd into bfloat16, then the table) against the bit-level
@@ -119,7 +118,7 @@ def test_chunked_path_crosses_chunk_boundaries(monkeypatch):
 def test_16bit_inputs_agree_with_float32_inputs(dtype):
     # bfloat16 and float16 values are exact in float32, so both paths must give the same codes
     x = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(dtype)
-    for fmt in FMTS:
+    for fmt in FORMATS.values():
         assert torch.equal(encode(x, fmt), encode(x.float(), fmt)), fmt.name
 
 

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from fp8ref.corpus import EOS, GRAMMAR, ByteTokenizer, Grammar, documents, grammar_dataset, pack
+from fp8ref.finetune.corpus import EOS, GRAMMAR, ByteTokenizer, Grammar, documents, grammar_dataset, pack
 
 
 def _probs(g: Grammar) -> dict:

@@ -1,4 +1,4 @@
-"""Delayed scaling: TransformerEngine's form and the seed design's per-weight meta, and the
+"""Delayed scaling: TransformerEngine's form and the delayed-scaling design's per-weight meta, and the
 autocast-style context that routes F.linear of an unmodified model through emulated FP8."""
 
 import math
@@ -57,7 +57,7 @@ def test_te_zero_inf_nan_amax_keeps_the_previous_scale(bad, algo):
     assert ds.update(5.0).item() == _s(5.0)  # recovers once the bad amax leaves the window
 
 
-def test_seed_meta_refreshes_weight_scale_from_its_window():
+def test_design_meta_refreshes_weight_scale_from_its_window():
     meta = TensorMeta(window=3)
     assert meta.amax_history.tolist() == [1.0, 1.0, 1.0] and meta.w_scale.item() == 1.0
     for a in (0.5, 4.0, 0.25):
@@ -70,7 +70,7 @@ def test_seed_meta_refreshes_weight_scale_from_its_window():
     assert meta.w_scale.item() == _s(4.0)  # inf amax keeps the previous scale
 
 
-def test_seed_activation_and_gradient_scales_lag_one_call():
+def test_design_activation_and_gradient_scales_lag_one_call():
     meta = TensorMeta()
     meta.update_x(2.0)
     assert meta.x_scale.item() == _s(2.0)
@@ -107,7 +107,7 @@ def test_autocast_routes_linear_through_delayed_fp8():
     assert len(st.metas) == 2 and st.step_count == 1
     first = st.meta_for(model[0].weight)
     assert first.x_scale.item() == _s(x.abs().max().item())  # recorded for the next call
-    # the first call of each layer uses scale 1 for x and w (the seed's initial state)
+    # the first call of each layer uses scale 1 for x and w (the design's initial state)
     def lin(a, layer):
         q = lambda t: quantize_with_scale(t, 1.0, E4M3FN).dequantize()  # noqa: E731
         return q(a) @ q(layer.weight).t() + layer.bias

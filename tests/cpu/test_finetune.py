@@ -3,7 +3,6 @@ FP8's tail loss is within its budget plus the noise floor measured from one-ulp-
 no run goes below the corpus's entropy floor; plus the harness's plumbing (results JSON, plot,
 CLI, opt-in loaders and their errors), all without a network."""
 
-import importlib.util
 import json
 import math
 import os
@@ -13,9 +12,10 @@ import sys
 import pytest
 import torch
 
-from fp8ref.corpus import GRAMMAR
 from fp8ref.finetune import (FP8_BUDGET, PARITY_Z, FinetuneConfig, ResourceUnavailable, compare, nudge_weights,
                              parity, parity_line, plot_losses, save_results, tail_gap)
+from fp8ref.finetune.corpus import GRAMMAR
+from fp8ref.install import TORCHAO_RECIPES
 
 pytestmark = pytest.mark.needs("transformers", "datasets")
 
@@ -24,10 +24,11 @@ LINEARS_PER_QWEN3_LAYER = 7  # q, k, v, o projections; gate, up, down of the Swi
 
 @pytest.fixture(scope="module")
 def tiny():
-    pytest.importorskip("torchao")
+    """The comparison every test of it reads (tests that use it carry needs("torchao"))."""
     return compare(FinetuneConfig(preset="tiny"))
 
 
+@pytest.mark.needs("torchao")
 def test_both_runs_learn_well_below_their_start(tiny):
     for label in ("bf16", "fp8"):
         losses = tiny["runs"][label]["losses"]
@@ -37,6 +38,7 @@ def test_both_runs_learn_well_below_their_start(tiny):
         assert tiny["runs"][label]["tail_loss"] < 0.5 * losses[0], label
 
 
+@pytest.mark.needs("torchao")
 def test_both_runs_start_from_the_same_weights_and_batches(tiny):
     b, f = tiny["runs"]["bf16"], tiny["runs"]["fp8"]
     assert b["init_checksum"] == f["init_checksum"]
@@ -46,6 +48,7 @@ def test_both_runs_start_from_the_same_weights_and_batches(tiny):
     assert f["losses"] != b["losses"]
 
 
+@pytest.mark.needs("torchao")
 def test_fp8_tail_loss_is_within_its_budget_plus_the_noise_floor(tiny, record_observation):
     v = tiny["parity"]
     record_observation("finetune tiny: FP8 vs bf16 (torchao tensorwise, CPU)", parity_line(v))
@@ -55,6 +58,7 @@ def test_fp8_tail_loss_is_within_its_budget_plus_the_noise_floor(tiny, record_ob
     assert PARITY_Z * v["noise"] < FP8_BUDGET["tiny"], f"noise floor too high to judge FP8: {parity_line(v)}"
 
 
+@pytest.mark.needs("torchao")
 def test_noise_runs_start_one_ulp_away_and_diverge(tiny):
     """The noise runs see the same batches from weights one ulp away in one element per matrix,
     so their initial checksums differ by almost nothing, and their losses drift apart."""
@@ -70,7 +74,7 @@ def test_noise_runs_start_one_ulp_away_and_diverge(tiny):
 def _fp8_parity_under(tiny, name: str) -> dict:
     """FP8 trained again under a perturbation from ``fp8ref.faults``, judged against the fixture's
     three bf16 runs (the perturbations change only torchao's FP8 path)."""
-    from fp8ref.faults import perturbation
+    from fp8ref.finetune.faults import perturbation
 
     with perturbation(name):
         res = compare(FinetuneConfig(preset="tiny", noise_runs=0))
@@ -79,7 +83,7 @@ def _fp8_parity_under(tiny, name: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.torchao
+@pytest.mark.needs("torchao")
 @pytest.mark.parametrize("name", ["scale-one-ulp"])
 def test_parity_passes_a_benign_change(tiny, name):
     """A change in FP8's arithmetic that is not an error (every scale one float32 ulp larger once
@@ -89,7 +93,7 @@ def test_parity_passes_a_benign_change(tiny, name):
 
 
 @pytest.mark.slow
-@pytest.mark.torchao
+@pytest.mark.needs("torchao")
 @pytest.mark.parametrize("name", ["weight-scale-x2", "grad-scale-missing"])
 def test_parity_fails_under_a_real_fp8_fault(tiny, name):
     """Faults a regression could bring, which the loss comparison must see (docs/finetune-parity.md
@@ -128,6 +132,7 @@ def test_parity_bound_is_the_budget_plus_z_times_the_noise():
     assert not parity([1.0, 1.01], math.nan, budget=0.05)["within"]
 
 
+@pytest.mark.needs("torchao")
 def test_no_run_beats_the_corpus_entropy_floor(tiny):
     # Below the entropy rate would mean the model saw its labels (a shifting bug), not skill.
     assert tiny["data"]["loss_floor"] == pytest.approx(GRAMMAR.loss_floor())
@@ -135,12 +140,14 @@ def test_no_run_beats_the_corpus_entropy_floor(tiny):
         assert min(tiny["runs"][label]["losses"]) > tiny["data"]["loss_floor"], label
 
 
-def test_the_seed_module_filter_converts_every_decoder_linear_but_the_head(tiny):
+@pytest.mark.needs("torchao")
+def test_the_module_filter_converts_every_decoder_linear_but_the_head(tiny):
     cfg = tiny["config"]
     assert tiny["model"]["fp8_linears"] == LINEARS_PER_QWEN3_LAYER * cfg["layers"]
     assert tiny["model"]["kept_high_precision"] == ["lm_head"]
 
 
+@pytest.mark.needs("torchao")
 def test_throughput_is_measured_after_warm_up(tiny):
     cfg = FinetuneConfig(preset="tiny").resolved()
     for label in ("bf16", "fp8"):
@@ -151,6 +158,7 @@ def test_throughput_is_measured_after_warm_up(tiny):
     assert tiny["speedup"] == pytest.approx(tiny["runs"]["fp8"]["tokens_per_s"] / tiny["runs"]["bf16"]["tokens_per_s"])
 
 
+@pytest.mark.needs("torchao")
 def test_results_json_round_trips(tiny, tmp_path):
     path = save_results(tiny, tmp_path / "r.json")
     back = json.loads(path.read_text())
@@ -161,7 +169,7 @@ def test_results_json_round_trips(tiny, tmp_path):
     assert back["config"]["recipe"] == "tensorwise" and back["config"]["backend"] == "torchao"
 
 
-@pytest.mark.needs("matplotlib")
+@pytest.mark.needs("torchao", "matplotlib")
 def test_plot_is_a_png(tiny, tmp_path):
     path = plot_losses(tiny, tmp_path / "r.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -176,8 +184,8 @@ def test_tail_gap_is_the_relative_difference_of_the_last_tenth():
         tail_gap([1.0], [1.0, 2.0])
 
 
-@pytest.mark.torchao
-@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise", "rowwise_with_gw_hp"])
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
 def test_fp8ref_emulation_and_torchao_agree_on_the_first_step(recipe):
     """The same recipe through torchao (torch._scaled_mm) and through fp8ref's emulation: same
     weights, same batch, so step 1's losses agree to bf16 rounding, and both differ from bf16."""
@@ -190,7 +198,7 @@ def test_fp8ref_emulation_and_torchao_agree_on_the_first_step(recipe):
     assert ref != bf16
 
 
-@pytest.mark.torchao
+@pytest.mark.needs("torchao")
 def test_gradient_checkpointing_recomputes_the_same_losses():
     """Checkpointing only recomputes activations: the same arithmetic, so the same loss curve in
     both runs (FP8 included: the recomputed forward casts the same tensors the same way)."""
@@ -236,8 +244,8 @@ def test_compare_rejects_a_non_config():
         compare({"preset": "tiny"})
 
 
+@pytest.mark.needs("torchao", "matplotlib")
 def test_cli_writes_json_and_png(tmp_path, capsys):
-    pytest.importorskip("torchao")
     from fp8ref.__main__ import main
 
     prefix = tmp_path / "out" / "tiny"
@@ -248,8 +256,7 @@ def test_cli_writes_json_and_png(tmp_path, capsys):
     data = json.loads(prefix.with_suffix(".json").read_text())
     assert len(data["runs"]["bf16"]["losses"]) == len(data["runs"]["fp8"]["losses"]) == 12
     assert len(data["runs"]["bf16~1"]["losses"]) == 12 and data["parity"]["bf16_runs"] == 2
-    if importlib.util.find_spec("matplotlib"):  # the PNG needs matplotlib
-        assert prefix.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+    assert prefix.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_cli_missing_model_directory_is_a_clear_error(capsys):
@@ -293,11 +300,11 @@ def _byte_level_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<eos>")
 
 
-@pytest.mark.torchao
+@pytest.mark.needs("torchao")
 def test_opt_in_loaders_on_a_local_model_directory_and_text_file(tmp_path):
     """--model DIR and --dataset FILE go through AutoModelForCausalLM, AutoTokenizer and
     datasets.load_dataset, exercised on a model and a text file made here."""
-    from fp8ref.corpus import ByteTokenizer, documents
+    from fp8ref.finetune.corpus import ByteTokenizer, documents
     from fp8ref.finetune import preset_model
 
     cfg = FinetuneConfig(preset="tiny", steps=4, seq_len=32, batch=2, lr=3e-3).resolved()
@@ -343,7 +350,7 @@ def test_presets_have_their_stated_shapes(preset, params_millions):
     """Built on the meta device (no memory, no init): the parameter counts the README states, and
     for 4b-shaped the projection shapes of Qwen3-4B (hidden 2560, MLP 9728, 32 query and 8 KV
     heads of 128, from its config.json)."""
-    from fp8ref.corpus import ByteTokenizer
+    from fp8ref.finetune.corpus import ByteTokenizer
     from fp8ref.finetune import preset_model
 
     with torch.device("meta"):

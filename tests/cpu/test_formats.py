@@ -10,9 +10,8 @@ import torch
 
 from fp8ref import install
 from fp8ref.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, FORMATS, Fp8Format, get_format
+from tests.params import ALL_FORMATS
 
-FMTS = list(FORMATS.values())
-IDS = [f.name for f in FMTS]
 
 # Numbers stated by the specifications themselves (OCP OFP8 rev 1.0 tables for E4M3/E5M2; the
 # FNUZ definitions as in LLVM APFloat / ml_dtypes docs; OCP MX v1.0 for E8M0), typed in from the
@@ -26,7 +25,7 @@ SPEC = {
 }
 
 
-@pytest.mark.parametrize("fmt", FMTS, ids=IDS)
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
 def test_derived_constants_match_the_spec(fmt: Fp8Format):
     bias, fmax, min_normal, min_sub, nan_codes, has_inf = SPEC[fmt.name]
     got = (fmt.bias, fmt.max, fmt.min_normal, fmt.min_subnormal, fmt.nan_codes, fmt.has_inf)
@@ -58,7 +57,7 @@ def test_e8m0_codes_are_powers_of_two():
     assert not E8M0FNU.has_zero and not E8M0FNU.signed
 
 
-@pytest.mark.parametrize("fmt", FMTS, ids=IDS)
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
 def test_values_are_ordered_by_code_within_a_sign(fmt):
     # positive codes increase in value; for signed formats the negative half mirrors them
     vals = [v for v in fmt.all_values()[: 128 if fmt.signed else 256] if math.isfinite(v)]
@@ -87,7 +86,7 @@ def _torch_expected(fmt: Fp8Format) -> dict:
 TORCH_FINFO_KNOWN = {("e5m2fnuz", "eps"): (0.125, "torch 2.13.0, 2.14.1")}
 
 _torch_cases = []
-for _f in FMTS:
+for _f in FORMATS.values():
     for _field in _torch_expected(_f):
         _known = TORCH_FINFO_KNOWN.get((_f.name, _field))
         _marks = [pytest.mark.xfail(reason=f"known torch discrepancy: finfo({_f.name}).{_field} = {_known[0]} "
@@ -120,7 +119,7 @@ def _ml_expected(fmt: Fp8Format) -> dict:
 
 
 @pytest.mark.needs("ml_dtypes")
-@pytest.mark.parametrize("fmt", FMTS, ids=IDS)
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
 def test_ml_dtypes_finfo_matches_derived(fmt):
     import ml_dtypes
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from fp8ref import install
+from fp8ref import torchao_compat as ao
 from fp8ref.emulate import Float8Linear, convert, emulated_gemm
 from fp8ref.formats import E4M3FN
 from fp8ref.metrics import sqnr
@@ -19,7 +20,7 @@ from fp8ref.quantize import quantize
 from fp8ref.recipes import RECIPES
 from fp8ref.scaling import axiswise, tensorwise
 
-pytestmark = [pytest.mark.torchao]
+pytestmark = [pytest.mark.needs("torchao")]
 
 U_OUT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}  # half an ulp, relative
 
@@ -39,7 +40,7 @@ def _run(module, x0, grad):
 
 
 def _pair(recipe, emulate, dtype, bias, seed=0):
-    torchao_float8 = pytest.importorskip("torchao.float8", reason="needs package torchao")
+    import torchao.float8 as torchao_float8
     torch.manual_seed(seed)
     lin = torch.nn.Linear(128, 64, bias=bias).to(dtype)
     gen = torch.Generator().manual_seed(seed + 1)
@@ -125,8 +126,6 @@ def test_float8linear_sqnr_against_high_precision_meets_torchaos_thresholds(reci
 # --- torch.compile ----------------------------------------------------------------------------
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
 def test_compiled_dynamic_cast_matches_eager_bitwise(recipe):
-    ao = pytest.importorskip("fp8ref.torchao_compat")
-    pytest.importorskip("torchao.float8", reason="needs package torchao")
     g, pow2 = (tensorwise(), False) if recipe == "tensorwise" else (axiswise(-1), True)
     x = torch.randn(64, 128, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16) * 7
     compiled = torch.compile(lambda t: ao.dynamic_cast(t, E4M3FN, g, pow2), fullgraph=False)
@@ -141,7 +140,7 @@ def test_compiled_dynamic_cast_matches_eager_bitwise(recipe):
 def test_compiled_float8linear_matches_eager():
     """Compiled and eager run the same float8 casts (bitwise, above); the GEMMs may be fused or
     reordered by inductor, so outputs are held to bfloat16 rounding: |diff| <= 2^-7 |eager|."""
-    torchao_float8 = pytest.importorskip("torchao.float8", reason="needs package torchao")
+    import torchao.float8 as torchao_float8
     torch.manual_seed(0)
     lin = torch.nn.Sequential(torch.nn.Linear(128, 64)).to(torch.bfloat16)
     m = torchao_float8.convert_to_float8_training(lin, config=torchao_float8.Float8LinearConfig.from_recipe_name("tensorwise"))
@@ -262,7 +261,7 @@ def test_tiny_model_trains_the_same_under_torchao_and_fp8ref(recipe, record_obse
     """20 AdamW steps of a 2-block MLP language model converted by torchao (emulate=True, the
     same arithmetic) and by fp8ref. The first steps must agree to float32 noise; later steps
     may drift as tiny differences compound through AdamW, so the bound is 1% of the loss."""
-    torchao_float8 = pytest.importorskip("torchao.float8", reason="needs package torchao")
+    import torchao.float8 as torchao_float8
     cfg = dataclasses.replace(torchao_float8.Float8LinearConfig.from_recipe_name(recipe), emulate=True)
 
     def ao(m):

@@ -10,14 +10,14 @@ import math
 import pytest
 import torch
 
+from fp8ref import install
+from fp8ref import torchao_compat as ao
 from fp8ref.formats import E4M3FN, E5M2
 from fp8ref.quantize import quantize
 from fp8ref.recipes import RECIPES
 from fp8ref.scaling import amax, axiswise, compute_scale, mx, mx_scale_exponent, tensorwise
 
-pytestmark = [pytest.mark.torchao]
-
-ao = pytest.importorskip("fp8ref.torchao_compat")
+pytestmark = [pytest.mark.needs("torchao")]
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 GRANS = [tensorwise(), axiswise(-1), axiswise(0), axiswise(1)]
@@ -92,7 +92,7 @@ def test_pow2_scale_for_an_amax_one_ulp_above_max_over_a_power_of_two(j):
 
 def test_recipe_table_matches_fp8ref_recipes():
     diffs = []
-    for name in ("tensorwise", "rowwise", "rowwise_with_gw_hp"):
+    for name in install.TORCHAO_RECIPES:
         theirs, ours = ao.recipe_table(name), RECIPES[name].describe()
         diffs += [f"{name}.{k}: torchao {theirs.get(k)!r}, fp8ref {ours.get(k)!r}"
                   for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]

@@ -12,13 +12,13 @@ from fp8ref import install
 from fp8ref.codec import decode
 from fp8ref.conformance import all_16bit_inputs, check_cast, torch_cast
 from fp8ref.formats import FORMATS
+from tests.params import ALL_FORMATS
 
-FMTS = list(FORMATS.values())
 
 
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
-@pytest.mark.parametrize("fmt", FMTS, ids=[f.name for f in FMTS])
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
 def test_device_cast_of_all_16bit_patterns_matches_the_codec(fmt, dtype, gpu_device, record_cast_report, skip_unless):
     skip_unless(install.torch_dtype(fmt), f"casts to {fmt.name}")
     impl = torch_cast(fmt, gpu_device)
@@ -28,7 +28,7 @@ def test_device_cast_of_all_16bit_patterns_matches_the_codec(fmt, dtype, gpu_dev
 
 
 @pytest.mark.exhaustive
-@pytest.mark.parametrize("fmt", FMTS, ids=[f.name for f in FMTS])
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
 def test_device_decode_of_all_256_codes_matches_the_codec(fmt, gpu_device, skip_unless):
     skip_unless(install.torch_dtype(fmt), f"decodes {fmt.name}")
     dtype = fmt.torch_dtype()

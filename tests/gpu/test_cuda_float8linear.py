@@ -9,13 +9,14 @@ import pytest
 import torch
 
 from fp8ref import install
+from fp8ref import torchao_compat as ao
 from fp8ref.emulate import Float8Linear
 from fp8ref.formats import E4M3FN
 from fp8ref.metrics import sqnr
 from fp8ref.quantize import quantize
 from fp8ref.scaling import axiswise, tensorwise
 
-pytestmark = [pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.torchao]
+pytestmark = [pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("torchao")]
 
 
 def _run(module, x, g):
@@ -48,7 +49,6 @@ def test_float8linear_on_device_matches_fp8ref(recipe, gpu_device, dry_run, skip
 
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
 def test_compiled_casts_on_device_match_eager_and_fp8ref(recipe, gpu_device):
-    ao = pytest.importorskip("fp8ref.torchao_compat")
     g, pow2 = (tensorwise(), False) if recipe == "tensorwise" else (axiswise(-1), True)
     x = (torch.randn(256, 512, generator=torch.Generator().manual_seed(0)) * 5).to(torch.bfloat16)
     xd = x.to(gpu_device)

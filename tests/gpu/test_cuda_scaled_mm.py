@@ -70,10 +70,12 @@ def test_blockwise_scaled_mm_where_supported(gpu_device, dry_run, record_observa
 
 
 @pytest.mark.sm(100, "MX scaled_mm")
+@pytest.mark.needs("torchao")
 def test_mx_scaled_mm_where_supported(gpu_device, dry_run, record_observation, skip_unless):
     """MXFP8 through _scaled_mm takes E8M0 scales in cuBLAS's swizzled layout; fp8ref builds
     the naive layout, so this test swizzles with torchao's helper when it is there."""
-    to_blocked = pytest.importorskip("torchao.prototype.mx_formats.utils", reason="needs package torchao").to_blocked
+    from torchao.prototype.mx_formats.utils import to_blocked
+
     qa, qb, A, B, ref = _operands(mx(32), mx(32), dry_run, gpu_device)
     sa = to_blocked(qa.scale_e8m0.view(torch.float8_e8m0fnu)).to(gpu_device)
     sb = to_blocked(qb.scale_e8m0.view(torch.float8_e8m0fnu)).to(gpu_device)

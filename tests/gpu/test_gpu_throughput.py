@@ -44,7 +44,7 @@ def test_scaled_mm_vs_bf16_mm_throughput(name, m, k, n, gpu_device, dry_run, spe
         assert row["fp8_over_bf16"] >= 1.3, f"FP8 only {row['fp8_over_bf16']:.2f}x bf16 at 8192^3 on {row['device_name']}"
 
 
-@pytest.mark.torchao
+@pytest.mark.needs("torchao")
 @pytest.mark.parametrize("recipe", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise"))])
 def test_float8linear_fwd_bwd_vs_linear(recipe, gpu_device, dry_run, benchmark, record_throughput):
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
@@ -67,7 +67,7 @@ def test_float8linear_fwd_bwd_vs_linear(recipe, gpu_device, dry_run, benchmark, 
     assert x.grad is not None and torch.isfinite(x.grad.float()).all()
 
 
-@pytest.mark.torchao
+@pytest.mark.needs("torchao")
 def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_throughput):
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from .install import one_thread
+from ..install import one_thread
 
 __all__ = ["PERTURBATIONS", "perturbation"]
 

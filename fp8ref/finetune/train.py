@@ -1,15 +1,15 @@
 """bf16 vs FP8 training of one causal LM: the same initial weights, data order, optimizer and
 schedule twice, once in bf16 and once with FP8 linears, reporting the throughput ratio and the
-tail loss gap (the seed's ``--full`` mode, made testable).
+tail loss gap (the comparison fp8_parity.py's ``--full`` mode ran, made testable).
 
 Defaults need no download: a Qwen3-architecture model built from a config (random init, presets
-below) trained on ``fp8ref.corpus``'s grammar at byte level, whose entropy gives a known loss
+below) trained on ``fp8ref.finetune.corpus``'s grammar at byte level, whose entropy gives a known loss
 floor. ``model=`` / ``dataset=`` opt into a pretrained model (``AutoModelForCausalLM``) and real
 data (``datasets.load_dataset``); when they cannot be loaded, ``ResourceUnavailable`` says so.
 
 FP8 comes from torchao's ``convert_to_float8_training`` (recipes tensorwise, rowwise,
 rowwise_with_gw_hp) or from ``fp8ref.emulate.convert`` (the emulated reference, any fp8ref
-recipe), both behind the seed's module filter (skip ``lm_head`` and Linears whose dims are not
+recipe), both behind fp8_parity.py's module filter (skip ``lm_head`` and Linears whose dims are not
 multiples of 16). Heavy imports (transformers, datasets, torchao, matplotlib) stay inside functions.
 """
 
@@ -27,15 +27,15 @@ from typing import Callable
 
 import torch
 
+from ..emulate import default_module_filter
+from ..install import TORCHAO_RECIPES, package_version, require, versions
+from ..recipes import RECIPES
+from ..torchao_compat import require_torchao
 from .corpus import GRAMMAR, ByteTokenizer, grammar_dataset, pack
-from .emulate import default_module_filter
-from .install import TORCHAO_RECIPES, package_version, versions
-from .recipes import RECIPES
-from .torchao_compat import require_torchao
+from .presets import FP8_BUDGET, PARITY_Z, PRESETS
 
-__all__ = ["PRESETS", "Preset", "FinetuneConfig", "ResourceUnavailable", "compare", "tail_gap",
-           "save_results", "plot_losses", "summary_lines", "TORCHAO_RECIPES", "RESULTS_SCHEMA", "FP8_BUDGET",
-           "PARITY_Z", "parity", "parity_line", "nudge_weights", "calibrate"]
+__all__ = ["FinetuneConfig", "ResourceUnavailable", "compare", "calibrate", "tail_gap", "parity", "nudge_weights",
+           "preset_model", "RESULTS_SCHEMA"]
 
 RESULTS_SCHEMA = "fp8ref.finetune/2"  # 2: noise runs and the parity verdict
 BACKENDS = ("torchao", "fp8ref")
@@ -44,49 +44,8 @@ WIKITEXT = ("Salesforce/wikitext", "wikitext-103-raw-v1")
 LOCAL_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 
 
-# Parity: FP8's tail loss against the mean of the bf16 runs must lie within
-#     |gap| <= FP8_BUDGET[preset] + PARITY_Z * noise,
-# where noise is the run-to-run spread of the tail loss measured in the same comparison (bf16 runs
-# from one-ulp-nudged initial weights; see ``parity``). The budget is what FP8's own error may cost.
-# tiny (CPU, 100 steps, the loss still falling fast): six FP8 and six bf16 runs put FP8's cost at
-# +1.8% and each precision's run-to-run spread at 1.0% (torch 2.13.0, torchao 0.18.0); the budget
-# is that cost plus three spreads. A broken FP8 path still fails (+17.5% for weights dequantized at
-# half their value). 4b-shaped (GPU): 1%, the loss parity FP8 training is expected to reach on
-# large models; not yet measured on a GPU. small: 3%, between the two, unmeasured. Derivation and
-# data: docs/finetune-parity.md.
-FP8_BUDGET = {"tiny": 0.05, "small": 0.03, "4b-shaped": 0.01}
-PARITY_Z = 3.0
-
-
 class ResourceUnavailable(RuntimeError):
     """An opt-in model or dataset could not be loaded (no network, no such path, ...)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Preset:
-    """A Qwen3-architecture model shape and the training defaults that go with it."""
-
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    steps: int
-    seq_len: int
-    batch: int
-    lr: float
-
-
-PRESETS: dict[str, Preset] = {
-    # ~0.8M parameters: 100 steps of both runs take about half a minute on 2 CPU cores.
-    "tiny": Preset(128, 384, 4, 4, 2, 32, steps=100, seq_len=128, batch=8, lr=2e-3),
-    # ~19M parameters: a quick GPU run, or a patient CPU one.
-    "small": Preset(512, 1536, 6, 8, 4, 64, steps=200, seq_len=512, batch=8, lr=1e-3),
-    # Qwen3-4B's hidden size, MLP width and heads (2560, 9728, 32 query / 8 KV heads of 128;
-    # Qwen/Qwen3-4B config.json) with 4 of its 36 layers: its GEMM shapes, at a GPU test's cost.
-    "4b-shaped": Preset(2560, 9728, 4, 32, 8, 128, steps=200, seq_len=2048, batch=4, lr=3e-4),
-}
 
 
 @dataclasses.dataclass
@@ -176,22 +135,15 @@ class FinetuneConfig:
 
     @property
     def throughput_warmup(self) -> int:
-        """Steps left out of tokens/s: compilation and allocator warm-up (the seed uses 10)."""
+        """Steps left out of tokens/s: compilation and allocator warm-up (fp8_parity.py used 10)."""
         return min(10, max(1, self.steps // 5))
 
 
 # --- model and data -------------------------------------------------------------------------------
 
-def _require(pkg: str):
-    try:
-        return __import__(pkg)
-    except ImportError as exc:
-        raise ImportError(f"{pkg} is needed for fp8ref.finetune: pip install -e '.[finetune]'") from exc
-
-
 def preset_model(cfg: FinetuneConfig, vocab_size: int) -> torch.nn.Module:
     """The preset's Qwen3ForCausalLM in bf16, random init under ``cfg.seed``."""
-    _require("transformers")
+    require("transformers", "the fine-tune comparison")
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     p = PRESETS[cfg.preset]
@@ -229,7 +181,7 @@ def _from_pretrained(name: str, load):
 
 
 def pretrained_tokenizer(name: str):
-    _require("transformers")
+    require("transformers", "the fine-tune comparison")
     from transformers import AutoTokenizer
 
     tok = _from_pretrained(name, AutoTokenizer.from_pretrained)
@@ -240,7 +192,7 @@ def pretrained_tokenizer(name: str):
 
 def pretrained_model(name: str) -> torch.nn.Module:
     """``AutoModelForCausalLM`` from a hub id or a local directory, in bf16."""
-    _require("transformers")
+    require("transformers", "the fine-tune comparison")
     from transformers import AutoModelForCausalLM
 
     return _from_pretrained(name, lambda path: AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16))
@@ -252,8 +204,8 @@ def _texts(cfg: FinetuneConfig, n_tokens: int):
         # Byte-level: exactly n_tokens; a subword tokenizer needs more text for as many tokens.
         ds = grammar_dataset(n_tokens if cfg.model is None else 8 * n_tokens, seed=cfg.seed)
         floor = GRAMMAR.loss_floor() if cfg.model is None else None
-        return ds["text"], f"embedded grammar corpus (fp8ref.corpus, seed {cfg.seed})", floor
-    datasets = _require("datasets")
+        return ds["text"], f"embedded grammar corpus (fp8ref.finetune.corpus, seed {cfg.seed})", floor
+    datasets = require("datasets", "the fine-tune comparison")
     if cfg.dataset == "wikitext":
         what = f"{WIKITEXT[0]} {WIKITEXT[1]} train"
         loader = functools.partial(datasets.load_dataset, *WIKITEXT, split="train")
@@ -302,7 +254,7 @@ def convert_fp8(model: torch.nn.Module, cfg: FinetuneConfig) -> dict:
         config = dataclasses.replace(Float8LinearConfig.from_recipe_name(cfg.recipe), emulate=bool(cfg.emulate))
         convert_to_float8_training(model, config=config, module_filter_fn=default_module_filter)
     else:
-        from .emulate import convert
+        from ..emulate import convert
 
         convert(model, cfg.recipe, module_filter_fn=default_module_filter)
     kept = set(_linears(model))
@@ -396,7 +348,7 @@ def _train(model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, l
 
 def tail_gap(baseline: list, fp8: list, fraction: float = 0.1) -> tuple[int, float, float, float]:
     """``(k, tail_baseline, tail_fp8, gap)``: the mean loss of each run's last ``k`` steps
-    (``fraction`` of them, at least one; the seed's measure) and ``(fp8 - baseline) / baseline``."""
+    (``fraction`` of them, at least one; fp8_parity.py's measure) and ``(fp8 - baseline) / baseline``."""
     if len(baseline) != len(fp8) or not baseline:
         raise ValueError(f"baseline, fp8: expected two non-empty loss lists of one length, got {len(baseline)} and {len(fp8)}")
     if not 0 < fraction <= 1:
@@ -549,99 +501,3 @@ def calibrate(cfg: FinetuneConfig, runs: int, progress: "Progress | None" = None
         out[label] = {"tails": tails, "mean": mean, "spread": spread}
     out["fp8_gap"] = out["fp8"]["mean"] / out["bf16"]["mean"] - 1
     return out
-
-
-# --- output ---------------------------------------------------------------------------------------
-
-def save_results(results: dict, path: "str | Path") -> Path:
-    """Write the results as JSON (NaN written as null)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-
-    def clean(x):
-        if isinstance(x, float) and not math.isfinite(x):
-            return None
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()}
-        if isinstance(x, list):
-            return [clean(v) for v in x]
-        return x
-
-    path.write_text(json.dumps(clean(results), indent=1) + "\n")
-    return path
-
-
-def _fmt(x, spec: str) -> str:
-    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
-
-
-def summary_lines(results: dict) -> list[str]:
-    """The human-readable outcome: one line per run, then speedup and gap."""
-    c, r = results["config"], results["runs"]
-    lines = [f"{results['model']['source']}, {results['model']['parameters']:,} parameters; "
-             f"{results['model']['fp8_linears']} FP8 linears ({c['backend']} {c['recipe']}); "
-             f"{c['steps']} steps of {c['batch']}x{c['seq_len']} tokens on {results['versions']['device']}"]
-    for label in ("bf16", "fp8"):
-        lines.append(f"{label:5s} {_fmt(r[label]['tokens_per_s'], ',.0f')} tok/s, mean loss of the last "
-                     f"{results['tail_steps']} steps {_fmt(r[label]['tail_loss'], '.4f')}")
-    floor = results["data"]["loss_floor"]
-    lines.append(f"speedup {_fmt(results['speedup'], '.2f')}x, tail loss gap "
-                 f"{_fmt(None if results['tail_gap'] is None else 100 * results['tail_gap'], '+.2f')}%"
-                 + (f" (corpus loss floor {floor:.3f} nats/token)" if floor is not None else ""))
-    lines.append(parity_line(results["parity"]))
-    return lines
-
-
-def _pct(x) -> str:
-    return _fmt(None if x is None else 100 * x, ".2f")
-
-
-def parity_line(v: dict) -> str:
-    """The parity verdict in one line: gap vs the bf16 mean, the noise floor, the bound."""
-    noise = (f"noise floor {_pct(v['noise'])}% from {v['bf16_runs']} bf16 runs (gap = {_fmt(v['z_score'], '+.1f')} sd)"
-             if v["noise"] is not None else "no noise floor (one bf16 run)")
-    verdict = "within" if v["within"] else "OUTSIDE"
-    return (f"parity: FP8 {_fmt(None if v['gap'] is None else 100 * v['gap'], '+.2f')}% vs the bf16 mean; {noise}; "
-            f"{verdict} the bound {_pct(v['budget'])}% + {PARITY_Z:g} x noise = {_pct(v['bound'])}%")
-
-
-def plot_losses(results: dict, path: "str | Path") -> Path:
-    """A PNG of both loss curves (and the corpus floor when known), with the FP8 - bf16 difference below."""
-    _require("matplotlib")
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    r, c = results["runs"], results["config"]
-    nan = float("nan")
-    b = [nan if x is None else x for x in r["bf16"]["losses"]]
-    f = [nan if x is None else x for x in r["fp8"]["losses"]]
-    steps = range(1, len(b) + 1)
-    fig, (ax, dx) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, gridspec_kw={"height_ratios": [3, 1]})
-    for i, label in enumerate(k for k in r if k.startswith("bf16~")):
-        ax.plot(steps, [nan if x is None else x for x in r[label]["losses"]], color="C0", alpha=0.35, lw=0.8,
-                label="bf16, one-ulp-nudged weights (noise floor)" if i == 0 else None)
-    ax.plot(steps, b, label=f"bf16 ({_fmt(r['bf16']['tokens_per_s'], ',.0f')} tok/s)", lw=1.2)
-    ax.plot(steps, f, label=f"FP8 {c['backend']} {c['recipe']} ({_fmt(r['fp8']['tokens_per_s'], ',.0f')} tok/s)", lw=1.2)
-    floor = results["data"]["loss_floor"]
-    if floor is not None:
-        ax.axhline(floor, color="grey", ls="--", lw=1, label=f"corpus entropy floor {floor:.3f}")
-    ax.set_ylabel("training loss (nats/token)")
-    gap = results["tail_gap"]
-    ax.set_title(f"{results['model']['source']}\nspeedup {_fmt(results['speedup'], '.2f')}x, tail loss gap "
-                 f"{_fmt(None if gap is None else 100 * gap, '+.2f')}% (last {results['tail_steps']} steps)\n"
-                 + parity_line(results["parity"]).replace("; noise", ";\nnoise", 1), fontsize=8)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    dx.plot(steps, [y - x for x, y in zip(b, f)], lw=0.8, color="C2")
-    dx.axhline(0.0, color="grey", lw=0.8)
-    dx.set_ylabel("FP8 - bf16")
-    dx.set_xlabel("step")
-    dx.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path

@@ -1,4 +1,4 @@
-"""The seed lab script's five CPU smoke checks (fp8_parity.py --smoke), as tests.
+"""fp8_parity.py's five CPU smoke checks (its --smoke mode), as tests.
 
 Check (2) was written assuming an unscaled E4M3 cast of 1000 gives NaN; torch 2.12+ saturates it
 to 448 instead. What holds on every version is asserted (the value is not preserved within the
@@ -7,13 +7,13 @@ in-range bound), and which outcome this install has is reported in the summary.
 
 import torch
 
-from fp8ref.emulate import seed_mlp_problem, train_seed_mlp
 from fp8ref.formats import E4M3FN, E5M2
+from fp8ref.mlp_problem import mlp_regression_problem, train_mlp
 from fp8ref.quantize import quantize, quantize_with_scale
 from fp8ref.scaling import amax_to_scale, tile
 
 
-def test_seed_1_ranges_and_scaled_round_trip_bounds():
+def test_smoke_1_ranges_and_scaled_round_trip_bounds():
     assert torch.finfo(torch.float8_e4m3fn).max == E4M3FN.max == 448.0
     assert torch.finfo(torch.float8_e5m2).max == E5M2.max == 57344.0
     x = torch.randn(4096, generator=torch.Generator().manual_seed(0)) * 3.0
@@ -25,17 +25,17 @@ def test_seed_1_ranges_and_scaled_round_trip_bounds():
         assert rel <= 2.0 ** -(fmt.man_bits + 1) + 2.0**-22, f"{fmt}: {rel}"
 
 
-def test_seed_2_unscaled_casts_do_not_preserve_out_of_range_values(record_observation):
+def test_smoke_2_unscaled_casts_do_not_preserve_out_of_range_values(record_observation):
     big = torch.tensor([1000.0, -600.0, 500.0])
     plain = big.to(torch.float8_e4m3fn).float()
     rel = ((plain - big).abs() / big.abs()).nan_to_num(nan=float("inf"))
     assert bool((rel > 2.0**-4).all()), f"an out-of-range value survived a plain cast: {plain.tolist()}"
     outcome = "nan" if torch.isnan(plain).all() else "saturate" if (plain.abs() == 448).all() else "other"
-    record_observation(f"seed check 2: unscaled e4m3fn cast of {big.tolist()} (torch {torch.__version__})",
+    record_observation(f"smoke check 2: unscaled e4m3fn cast of {big.tolist()} (torch {torch.__version__})",
                        f"{outcome} -> {plain.tolist()}")
 
 
-def test_seed_3_delayed_scaling_misses_a_spike_current_scaling_keeps_it():
+def test_smoke_3_delayed_scaling_misses_a_spike_current_scaling_keeps_it():
     gen = torch.Generator().manual_seed(0)
     history = [torch.randn(1024, generator=gen).abs().max() for _ in range(16)]
     act = torch.randn(1024, generator=gen)
@@ -46,7 +46,7 @@ def test_seed_3_delayed_scaling_misses_a_spike_current_scaling_keeps_it():
     assert abs(current[3].item() - 40.0) <= 40.0 * 2**-4
 
 
-def test_seed_4_tiles_keep_normal_rows_accurate_next_to_an_outlier_row():
+def test_smoke_4_tiles_keep_normal_rows_accurate_next_to_an_outlier_row():
     a = torch.randn(8, 128, generator=torch.Generator().manual_seed(0)) * 0.01
     a[0] *= 1e4
     err_tensor = ((quantize(a, E4M3FN).dequantize() - a)[1:] ** 2).mean().item()
@@ -54,12 +54,12 @@ def test_seed_4_tiles_keep_normal_rows_accurate_next_to_an_outlier_row():
     assert err_tile < err_tensor, (err_tile, err_tensor)
 
 
-def test_seed_5_emulated_fp8_mlp_trains_within_10_percent_of_fp32(record_observation):
-    X, Y, W1, W2 = seed_mlp_problem()
+def test_smoke_5_emulated_fp8_mlp_trains_within_10_percent_of_fp32(record_observation):
+    X, Y, W1, W2 = mlp_regression_problem()
     initial = ((torch.relu(X @ W1.T) @ W2.T - Y) ** 2).mean().item()
-    l32, l8 = train_seed_mlp(False)[-1], train_seed_mlp(True)[-1]
+    l32, l8 = train_mlp(False)[-1], train_mlp(True)[-1]
     gap = abs(l8 - l32) / l32
-    record_observation("seed check 5: MLP loss initial / fp32 / emulated fp8 after 300 steps (gap)",
+    record_observation("smoke check 5: MLP loss initial / fp32 / emulated fp8 after 300 steps (gap)",
                        f"{initial:.5f} / {l32:.5f} / {l8:.5f} ({gap:.2%})")
     assert l8 < 0.5 * initial, "the FP8 run did not train"
     assert gap < 0.10, f"fp32 {l32}, fp8 {l8}: gap {gap:.2%} >= 10%"

@@ -1,0 +1,172 @@
+"""fp8ref's pytest plugin (loaded by the root conftest.py): markers by folder, the one gating
+rule, the fixtures tests share, and the end-of-run sections.
+
+Gating: ``@pytest.mark.needs("pkg", ...)`` skips a test, naming the package and the extra that
+installs it, when a package is not installed; for torchao it also skips when torchao is installed
+but refuses to import with this torch (naming the versions). ``@pytest.mark.sm(N, why)`` skips on
+a CUDA device below compute capability N. ``skip_unless`` (a fixture) skips a test whose subject
+the install refuses. Nothing else skips.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fp8ref import install
+
+ROOT = Path(__file__).resolve().parent.parent
+_FOLDER_MARKS = {("tests", "cpu"): pytest.mark.cpu, ("tests", "gpu"): pytest.mark.gpu}
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    import torch
+
+    v = {k: (x if x is not None else "not installed") for k, x in install.versions().items()}
+    lines = [f"fp8ref: python {v['python']}, torch {v['torch']}, torchao {v['torchao']}, ml_dtypes {v['ml_dtypes']}"]
+    if torch.cuda.is_available():
+        cap = torch.cuda.get_device_capability()
+        lines.append(f"fp8ref: CUDA {torch.version.cuda}, {torch.cuda.get_device_name()} (sm{cap[0]}{cap[1]})")
+    else:
+        lines.append(f"fp8ref: CUDA not available (torch built with CUDA {torch.version.cuda})")
+    lines.append(f"fp8ref: --fp8-slow={'on' if config.getoption('--fp8-slow') else 'off'}, "
+                 f"--fp8-dry-run={'on' if config.getoption('--fp8-dry-run') else 'off'}")
+    return lines
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slow = config.getoption("--fp8-slow")
+    for item in items:
+        try:
+            folder = item.path.resolve().relative_to(ROOT).parts[:2]
+        except ValueError:  # a test file outside the repository (given on the command line)
+            folder = ()
+        if folder in _FOLDER_MARKS:
+            item.add_marker(_FOLDER_MARKS[folder])
+        if item.get_closest_marker("slow") and not slow:
+            item.add_marker(pytest.mark.skip(reason="slow sweep: run with --fp8-slow"))
+
+
+@pytest.hookimpl(tryfirst=True)  # before fixtures: a skipped test builds none
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers("needs"):
+        for pkg in mark.args:
+            if not install.has_package(pkg):
+                pytest.skip(install.needs_package(pkg, "this test"))
+            if pkg == "torchao" and install.torchao_float8() is not None:
+                pytest.skip(f"{install.versions_line()} cannot import torchao.float8: {install.torchao_float8()}")
+    _gate_capability(item)
+
+
+def _gate_capability(item: pytest.Item) -> None:
+    """``@pytest.mark.sm(90, "why")``: skip on a CUDA device below that compute capability,
+    naming the device. Without CUDA the gpu_device fixture decides (skip, or CPU dry run)."""
+    mark = item.get_closest_marker("sm")
+    if mark is None:
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    need = mark.args[0]
+    why = mark.args[1] if len(mark.args) > 1 else ""
+    major, minor = torch.cuda.get_device_capability()
+    if major * 10 + minor < need:
+        pytest.skip(f"needs sm{need}+ ({why}); this device: {torch.cuda.get_device_name()} (sm{major}{minor})")
+
+
+@pytest.fixture(scope="session")
+def skip_unless():
+    """``skip_unless(answer, what)``: skip this test when ``answer`` (from ``fp8ref.install``: None
+    when the install can, else ``missing: ...`` / ``refused: ...``) says the install cannot do
+    ``what``, naming the torch and torchao versions and the install's own words.
+
+    Ask only about the test's *subject*, before exercising it: the answer comes from a minimal,
+    known-good call, so a test whose own call fails where the minimal one runs still fails, and
+    no wrong number can turn into a skip."""
+
+    def check(answer: "str | None", what: str) -> None:
+        if answer is not None:
+            pytest.skip(f"{install.versions_line()} cannot do {what}: {answer}")
+
+    return check
+
+
+@pytest.fixture(scope="session")
+def dry_run(request: pytest.FixtureRequest) -> bool:
+    """True when gpu tests run on the CPU device (--fp8-dry-run without a GPU): tiny sizes, no speed asserts."""
+    import torch
+
+    return bool(request.config.getoption("--fp8-dry-run")) and not torch.cuda.is_available()
+
+
+@pytest.fixture(scope="session")
+def speed_asserts(request: pytest.FixtureRequest, dry_run: bool) -> bool:
+    return not dry_run and not request.config.getoption("--fp8-no-speed-asserts")
+
+
+@pytest.fixture(scope="session")
+def gpu_device(request: pytest.FixtureRequest) -> str:
+    """The device gpu tests run on: "cuda", or "cpu" under --fp8-dry-run; otherwise skip."""
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if request.config.getoption("--fp8-dry-run"):
+        return "cpu"
+    pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False); "
+                "--fp8-dry-run runs this test on the CPU instead")
+
+
+# --- what a run observed: kept per run, printed at its end --------------------------------------
+_REPORTS_KEY = pytest.StashKey[list]()
+_OBSERVED_KEY = pytest.StashKey[dict]()
+_THROUGHPUT_KEY = pytest.StashKey[list]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_REPORTS_KEY] = []
+    config.stash[_OBSERVED_KEY] = {}
+    config.stash[_THROUGHPUT_KEY] = []
+
+
+@pytest.fixture
+def record_throughput(request: pytest.FixtureRequest):
+    """Keep a throughput row (dict with a 'name') for the end-of-session table."""
+    return request.config.stash[_THROUGHPUT_KEY].append
+
+
+@pytest.fixture
+def record_observation(request: pytest.FixtureRequest):
+    """Note an implementation-defined outcome (key -> value) for the end-of-session summary."""
+    def record(key: str, value) -> None:
+        request.config.stash[_OBSERVED_KEY][key] = value
+    return record
+
+
+@pytest.fixture
+def record_cast_report(request: pytest.FixtureRequest):
+    """Keep a conformance.CastReport for the end-of-session summary."""
+    return request.config.stash[_REPORTS_KEY].append
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    observed = config.stash.get(_OBSERVED_KEY, {})
+    if observed:
+        terminalreporter.section("FP8 behaviour observed on this install")
+        for key in sorted(observed):
+            terminalreporter.write_line(f"{key}: {observed[key]}")
+    rows = config.stash.get(_THROUGHPUT_KEY, [])
+    if rows:
+        terminalreporter.section("FP8 throughput (same-run ratios)")
+        for r in rows:
+            extra = "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items() if k != "name")
+            terminalreporter.write_line(f"{r['name']}: {extra}")
+    reports = config.stash.get(_REPORTS_KEY, [])
+    if reports:
+        from fp8ref.conformance import summarize_reports
+
+        terminalreporter.section("FP8 cast conformance (observed on this install)")
+        for line in summarize_reports(reports):
+            terminalreporter.write_line(line)
