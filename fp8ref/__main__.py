@@ -1,12 +1,20 @@
-"""Command line: ``python -m fp8ref {formats,profile,diff,finetune,bench}``."""
+"""Command line: ``python -m fp8ref {formats,profile,diff,finetune,bench}``.
+
+Building the parser imports no training code; each command imports what it needs when it runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
 import torch
+
+# Loggers that print at import time (torchao's optional native kernels it cannot load on this
+# machine; torch's pytree deprecation notes triggered by torchao): shown only with --verbose.
+_IMPORT_NOISE = ("torchao", "torch.utils._pytree")
 
 
 def _cmd_formats(args: argparse.Namespace) -> int:
@@ -95,6 +103,7 @@ class _Bars:
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from .finetune import FinetuneConfig, ResourceUnavailable, compare, plot_losses, save_results, summary_lines
+    from .install import MissingPackage
 
     cfg = FinetuneConfig(
         preset=args.preset, model=args.model, dataset=args.dataset, recipe=args.recipe, backend=args.backend,
@@ -102,10 +111,15 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         compile=args.compile, grad_checkpointing=args.grad_checkpointing, seed=args.seed, device=args.device,
         noise_runs=args.noise_runs, fp8_budget=args.fp8_budget, emulate=args.emulate,
     )
+    try:
+        cfg.resolved()  # a bad option is the user's input: one line, exit 2
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     bars = _Bars() if not args.no_progress else None
     try:
         results = compare(cfg, progress=bars)
-    except (ResourceUnavailable, ValueError, ImportError) as exc:  # input problems, not tracebacks
+    except (ResourceUnavailable, MissingPackage) as exc:  # what the user asked for cannot be had here
         print(f"error: {exc}", file=sys.stderr)
         return 2
     finally:
@@ -122,6 +136,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
 def main(argv: "list[str] | None" = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fp8ref", description="fp8ref: FP8 reference and checks")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also show what torch and torchao log while importing (missing optional kernels, deprecations)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("formats", help="print the derived format table")
@@ -140,7 +156,7 @@ def main(argv: "list[str] | None" = None) -> int:
     p.set_defaults(func=_cmd_diff)
 
     p = sub.add_parser("finetune", help="train one causal LM in bf16 and in FP8; speedup, loss gap, JSON + PNG")
-    from .finetune import PRESETS
+    from .finetune.presets import PRESETS
 
     p.add_argument("--preset", default="tiny", choices=list(PRESETS),
                    help="model shape and defaults (tiny: ~0.8M params, a CPU minute; default tiny)")
@@ -185,6 +201,9 @@ def main(argv: "list[str] | None" = None) -> int:
     p.set_defaults(func=_cmd_bench)
 
     args = parser.parse_args(argv)
+    if not args.verbose:
+        for name in _IMPORT_NOISE:
+            logging.getLogger(name).setLevel(logging.ERROR)
     return args.func(args)
 
 

@@ -68,3 +68,41 @@ def test_scaled_mm_vs_bf16_reports_both_and_their_ratio_on_cpu():
     row = scaled_mm_vs_bf16(32, 64, 48, device="cpu", repeat=1)
     assert row["fp8_over_bf16"] == pytest.approx(row["fp8_tflops"] / row["bf16_tflops"])
     assert row["device_name"] == "cpu" and "fp8_pct_peak" not in row
+
+
+def test_building_the_parser_loads_no_training_code():
+    """``formats`` and ``diff`` must not pay for (or break with) the fine-tune application."""
+    code = ("import sys; from fp8ref.__main__ import main; main(['formats']); "
+            "print(sorted(m for m in sys.modules if m.startswith(('fp8ref.finetune.', 'transformers', 'torchao'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "['fp8ref.finetune.presets']"
+
+
+def test_import_noise_is_shown_only_with_verbose():
+    """torchao logs, while importing, the optional kernels it cannot load; the CLI quiets the
+    loggers that print then, unless --verbose asks for them."""
+    code = ("import logging, sys; from fp8ref.__main__ import _IMPORT_NOISE, main; main(sys.argv[1:] + ['formats']); "
+            "print([logging.getLogger(n).level for n in _IMPORT_NOISE])")
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loud = subprocess.run([sys.executable, "-c", code, "--verbose"], capture_output=True, text=True, check=True)
+    assert quiet.stdout.strip().splitlines()[-1] == "[40, 40]"  # logging.ERROR
+    assert loud.stdout.strip().splitlines()[-1] == "[0, 0]"  # untouched
+
+
+def test_a_bug_during_training_is_not_reported_as_bad_input(monkeypatch):
+    """A bad option exits 2 with one line; a ValueError raised while training is a bug and
+    keeps its traceback."""
+    from fp8ref.finetune import train
+
+    def broken(cfg, progress=None):
+        raise ValueError("a bug inside the training loop")
+
+    monkeypatch.setattr(train, "compare", broken)
+    with pytest.raises(ValueError, match="a bug inside"):
+        main(["finetune", "--no-progress", "--no-plot"])
+
+
+def test_a_bad_finetune_option_is_one_line_and_exit_2(capsys):
+    assert main(["finetune", "--steps", "0", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: steps") and "Traceback" not in err
