@@ -164,7 +164,7 @@ def main(argv: "list[str] | None" = None) -> int:
     p.add_argument("--dataset", default="grammar",
                    help="grammar (embedded, default), wikitext (opt-in download) or a local .txt/.json/.jsonl/.csv/.parquet")
     p.add_argument("--backend", default="torchao", choices=["torchao", "fp8ref"],
-                   help="FP8 from torchao convert_to_float8_training or fp8ref's emulated Float8Linear")
+                   help="FP8 from torchao convert_to_float8_training or fp8ref's emulated Fp8Linear")
     p.add_argument("--recipe", default="tensorwise",
                    help="torchao: tensorwise, rowwise, rowwise_with_gw_hp; fp8ref: any fp8ref recipe")
     p.add_argument("--steps", type=int, help="training steps (default: the preset's)")

@@ -10,6 +10,7 @@ import torch
 
 from .codec import encode
 from .formats import FP8_FORMATS, get_format
+from .validate import instance, positive_int
 
 __all__ = ["best_time", "codec_throughput", "PEAK_TFLOPS", "peak_tflops", "LLM_GEMM_SHAPES", "gemm_tflops",
            "scaled_mm_vs_bf16"]
@@ -39,8 +40,7 @@ LLM_GEMM_SHAPES = [
 
 def best_time(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
     """Best wall time of ``repeat`` calls, in seconds (CUDA is synchronized around each call)."""
-    if not isinstance(repeat, int) or repeat < 1:
-        raise ValueError(f"repeat: expected a positive int, got {repeat!r}")
+    positive_int(repeat, "repeat")
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     for _ in range(warmup):
         fn()
@@ -62,8 +62,7 @@ def codec_throughput(n: int = 1 << 24, formats=FP8_FORMATS, repeat: int = 5, dev
     native throughput (1.0 = as fast as the native cast). Both are timed in the same run,
     alternating, so machine noise hits both alike.
     """
-    if not isinstance(n, int) or n < 1:
-        raise ValueError(f"n: expected a positive int, got {n!r}")
+    positive_int(n, "n")
     gen = torch.Generator().manual_seed(seed)
     x = (torch.randn(n, generator=gen) * 64).to(device)
     rows = []
@@ -86,8 +85,7 @@ def codec_throughput(n: int = 1 << 24, formats=FP8_FORMATS, repeat: int = 5, dev
 
 def peak_tflops(device_name: str) -> "dict[str, float] | None":
     """The peak table row for a device name, or None when the device is not in the table."""
-    if not isinstance(device_name, str):
-        raise TypeError(f"device_name: expected a str, got {type(device_name).__name__}")
+    instance(device_name, str, "device_name", "a str")
     for key, row in PEAK_TFLOPS.items():
         if key in device_name:
             return row

@@ -43,23 +43,12 @@ import functools
 
 import torch
 
-from .formats import Fp8Format, get_format
+from .formats import Fp8Format, NanRule, get_format
+from .validate import boolean, tensor
 
 __all__ = ["encode", "decode", "decode_table", "round_to_format", "SUPPORTED_INPUT_DTYPES"]
 
 SUPPORTED_INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
-
-
-def _check_tensor(x, name: str, dtypes: tuple) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
-    if x.dtype not in dtypes:
-        raise TypeError(f"{name}: expected dtype in {[str(d) for d in dtypes]}, got {x.dtype}")
-
-
-def _check_saturate(saturate) -> None:
-    if not isinstance(saturate, bool):
-        raise TypeError(f"saturate: expected a bool, got {type(saturate).__name__}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -79,7 +68,7 @@ def decode_table(fmt: "str | Fp8Format", device: "torch.device | str" = "cpu") -
 def decode(codes: torch.Tensor, fmt: "str | Fp8Format") -> torch.Tensor:
     """uint8 codes -> float32 values (exact: every 8-bit value is a float32)."""
     fmt = get_format(fmt)
-    _check_tensor(codes, "codes", (torch.uint8,))
+    tensor(codes, "codes", dtypes=(torch.uint8,))
     flat = codes.reshape(-1).to(torch.int32)
     return torch.index_select(decode_table(fmt, codes.device), 0, flat).view(codes.shape)
 
@@ -130,7 +119,7 @@ def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.Tens
         code = mag | (sign << 7)
         if not fmt.has_negative_zero:
             code = torch.where(mag == 0, torch.zeros_like(code), code)
-        if fmt.nan_rule == "fnuz":
+        if fmt.nan_rule == NanRule.FNUZ:
             nan_val = torch.full_like(code, fmt.canonical_nan_code)
         else:
             nan_val = fmt.canonical_nan_code | (sign << 7)
@@ -187,8 +176,8 @@ def encode(x: torch.Tensor, fmt: "str | Fp8Format", saturate: bool = False) -> t
     for NaN, zero and E8M0 rules.
     """
     fmt = get_format(fmt)
-    _check_tensor(x, "x", SUPPORTED_INPUT_DTYPES)
-    _check_saturate(saturate)
+    tensor(x, "x", dtypes=SUPPORTED_INPUT_DTYPES)
+    boolean(saturate, "saturate")
     if x.dtype == torch.float32:
         return _encode_f32_fast(x, fmt, saturate)
     table = _table_16bit(fmt, saturate, x.dtype).to(x.device)

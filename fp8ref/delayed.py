@@ -23,15 +23,23 @@ import torch
 
 from .formats import E4M3FN, Fp8Format, get_format
 from .scaling import amax_to_scale
+from .validate import Choice, boolean, choice, instance, integer, positive_int, tensor
 
-__all__ = ["DelayedScaling", "TensorMeta", "Fp8State"]
+__all__ = ["AmaxAlgo", "DelayedScaling", "TensorMeta", "Fp8State"]
+
+
+class AmaxAlgo(Choice):
+    """How TransformerEngine reduces the amax history to one amax."""
+
+    MAX = "max"  # the largest amax in the window
+    MOST_RECENT = "most_recent"  # the latest amax
 
 
 def _check_amax(a) -> torch.Tensor:
     if isinstance(a, (int, float)):
         return torch.tensor(float(a), dtype=torch.float32)
-    if not isinstance(a, torch.Tensor) or not a.is_floating_point():
-        raise TypeError(f"amax: expected a float tensor or number, got {type(a).__name__}")
+    instance(a, torch.Tensor, "amax", "a float tensor or number")
+    tensor(a, "amax", floating=True)
     if a.numel() != 1:
         raise ValueError(f"amax: expected one value, got shape {tuple(a.shape)}")
     return a.detach().reshape(()).to(torch.float32)
@@ -53,17 +61,14 @@ class DelayedScaling:
     the history is recorded at every update.
     """
 
-    def __init__(self, fmt: "str | Fp8Format" = E4M3FN, history_len: int = 16, algo: str = "max",
+    def __init__(self, fmt: "str | Fp8Format" = E4M3FN, history_len: int = 16, algo: "AmaxAlgo | str" = AmaxAlgo.MAX,
                  margin: int = 0, interval: int = 1, pow2: bool = False):
         self.fmt = get_format(fmt)
-        if not isinstance(history_len, int) or history_len < 1:
-            raise ValueError(f"history_len: expected a positive int, got {history_len!r}")
-        if algo not in ("max", "most_recent"):
-            raise ValueError(f"algo: expected 'max' or 'most_recent', got {algo!r}")
-        if not isinstance(margin, int) or isinstance(margin, bool):
-            raise TypeError(f"margin: expected an int, got {margin!r}")
-        if not isinstance(interval, int) or interval < 1:
-            raise ValueError(f"interval: expected a positive int, got {interval!r}")
+        positive_int(history_len, "history_len")
+        algo = choice(algo, AmaxAlgo, "algo")
+        integer(margin, "margin")
+        positive_int(interval, "interval")
+        boolean(pow2, "pow2")
         self.history_len, self.algo, self.margin, self.interval, self.pow2 = history_len, algo, margin, interval, pow2
         self.amax_history = torch.zeros(history_len, dtype=torch.float32)  # [0] is the most recent
         self.scale = torch.ones((), dtype=torch.float32)
@@ -74,7 +79,7 @@ class DelayedScaling:
         return (1.0 / self.scale).to(torch.float32)
 
     def reduced_amax(self) -> torch.Tensor:
-        if self.algo == "max":
+        if self.algo == AmaxAlgo.MAX:
             return self.amax_history.max()
         return self.amax_history[0]
 
@@ -124,8 +129,7 @@ class Fp8State:
     """The delayed-scaling design's global state: enabled flag, step counter, metas keyed by weight identity."""
 
     def __init__(self, update_interval: int = 16, fmt: Fp8Format = E4M3FN, grad_fmt: Fp8Format = E4M3FN):
-        if not isinstance(update_interval, int) or update_interval < 1:
-            raise ValueError(f"update_interval: expected a positive int, got {update_interval!r}")
+        positive_int(update_interval, "update_interval")
         self.update_interval = update_interval
         self.fmt, self.grad_fmt = get_format(fmt), get_format(grad_fmt)
         self.enabled = False

@@ -23,9 +23,10 @@ from .delayed import Fp8State, TensorMeta
 from .quantize import dequantize, quantize, quantize_with_scale
 from .recipes import GemmRecipe, LinearRecipe, OperandCast, get_recipe
 from .scaling import amax, tensorwise
+from .validate import instance, positive_int, tensor
 
 __all__ = ["fp8_linear", "fp8_autocast", "fp8_state", "Fp8LinearFunction", "cast_operand", "emulated_gemm",
-           "Float8Linear", "convert", "default_module_filter"]
+           "Fp8Linear", "convert", "default_module_filter"]
 
 
 def cast_operand(t: torch.Tensor, op: OperandCast) -> torch.Tensor:
@@ -93,16 +94,15 @@ class Fp8LinearFunction(torch.autograd.Function):
 def fp8_linear(x: torch.Tensor, w: torch.Tensor, bias: "torch.Tensor | None" = None,
                recipe: "str | LinearRecipe" = "tensorwise") -> torch.Tensor:
     """Emulated FP8 ``F.linear`` under a recipe (``fp8ref.recipes``); differentiable in x, w, bias."""
-    for name, t in (("x", x), ("w", w)):
-        if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-            raise TypeError(f"{name}: expected a floating-point torch.Tensor, got {type(t).__name__}")
+    tensor(x, "x", floating=True)
+    tensor(w, "w", floating=True)
     if w.dim() != 2 or x.shape[-1] != w.shape[1]:
         raise ValueError(f"w: expected shape (out, {x.shape[-1]}) for x of shape {tuple(x.shape)}, "
                          f"got {tuple(w.shape)}")
     return Fp8LinearFunction.apply(x, w, bias, get_recipe(recipe))
 
 
-class Float8Linear(torch.nn.Linear):
+class Fp8Linear(torch.nn.Linear):
     """A reference FP8 ``nn.Linear``: the same parameters, every GEMM emulated under ``recipe``."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
@@ -111,10 +111,9 @@ class Float8Linear(torch.nn.Linear):
         self.recipe = get_recipe(recipe)
 
     @classmethod
-    def from_linear(cls, mod: torch.nn.Linear, recipe: "str | LinearRecipe" = "tensorwise") -> "Float8Linear":
+    def from_linear(cls, mod: torch.nn.Linear, recipe: "str | LinearRecipe" = "tensorwise") -> "Fp8Linear":
         """Wrap an existing ``nn.Linear``, sharing its parameters (no copy)."""
-        if not isinstance(mod, torch.nn.Linear):
-            raise TypeError(f"mod: expected an nn.Linear, got {type(mod).__name__}")
+        instance(mod, torch.nn.Linear, "mod", "an nn.Linear")
         new = cls.__new__(cls)
         torch.nn.Module.__init__(new)
         new.in_features, new.out_features = mod.in_features, mod.out_features
@@ -142,15 +141,14 @@ def default_module_filter(mod: torch.nn.Module, fqn: str) -> bool:
 def convert(model: torch.nn.Module, recipe: "str | LinearRecipe" = "tensorwise",
             module_filter_fn=default_module_filter) -> torch.nn.Module:
     """Swap every ``nn.Linear`` that ``module_filter_fn(module, fqn)`` accepts for a
-    ``Float8Linear`` sharing its parameters, in place; returns the model."""
-    if not isinstance(model, torch.nn.Module):
-        raise TypeError(f"model: expected an nn.Module, got {type(model).__name__}")
+    ``Fp8Linear`` sharing its parameters, in place; returns the model."""
+    instance(model, torch.nn.Module, "model", "an nn.Module")
     recipe = get_recipe(recipe)
     for fqn, mod in list(model.named_modules()):
         for name, child in list(mod.named_children()):
             child_fqn = f"{fqn}.{name}" if fqn else name
             if type(child) is torch.nn.Linear and module_filter_fn(child, child_fqn):
-                setattr(mod, name, Float8Linear.from_linear(child, recipe))
+                setattr(mod, name, Fp8Linear.from_linear(child, recipe))
     return model
 
 
@@ -198,20 +196,17 @@ def fp8_state() -> Fp8State:
 
 @contextlib.contextmanager
 def fp8_autocast(enabled: bool = True, update_interval: "int | None" = None, state: "Fp8State | None" = None):
-    """Route ``F.linear`` through delayed-scaling emulated FP8 while active (seed design).
+    """Route ``F.linear`` through delayed-scaling emulated FP8 while active (the delayed-scaling design).
 
     Entering counts one training step (``state.step()``), which refreshes every weight scale
     each ``update_interval`` steps. ``enabled=False`` leaves ``F.linear`` alone.
     """
     st = state if state is not None else _STATE
-    if not isinstance(st, Fp8State):
-        raise TypeError(f"state: expected an Fp8State, got {type(st).__name__}")
+    instance(st, Fp8State, "state", "an Fp8State")
     prev = (st.enabled, st.update_interval)
     st.enabled = bool(enabled)
     if update_interval is not None:
-        if not isinstance(update_interval, int) or update_interval < 1:
-            raise ValueError(f"update_interval: expected a positive int, got {update_interval!r}")
-        st.update_interval = update_interval
+        st.update_interval = positive_int(update_interval, "update_interval")
     try:
         if enabled:
             st.step()

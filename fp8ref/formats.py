@@ -20,7 +20,10 @@ import functools
 import math
 from typing import Iterable
 
+from .validate import Choice, choice
+
 __all__ = [
+    "NanRule",
     "Fp8Format",
     "E4M3FN",
     "E5M2",
@@ -34,30 +37,32 @@ __all__ = [
 ]
 
 
-@dataclasses.dataclass(frozen=True)
-class Fp8Format:
-    """One 8-bit floating-point format, described by its bits.
+class NanRule(Choice):
+    """Which codes of a format are NaN (and so whether it has inf and -0)."""
 
-    ``nan_rule`` says which codes are NaN:
-      - ``"ieee"``: all-ones exponent with a non-zero mantissa (and all-ones exponent with a zero
-        mantissa is +-inf);
-      - ``"fn"``: only all-ones exponent *and* all-ones mantissa (both signs); no inf;
-      - ``"fnuz"``: only 0x80 (the code that would be negative zero); no inf, no -0;
-      - ``"e8m0"``: only 0xFF; there is no sign bit, no zero and no inf.
-    """
+    IEEE = "ieee"  # all-ones exponent with a non-zero mantissa; all-ones exponent, zero mantissa: +-inf
+    FN = "fn"  # only all-ones exponent *and* all-ones mantissa (both signs); no inf
+    FNUZ = "fnuz"  # only 0x80 (the code that would be negative zero); no inf, no -0
+    E8M0 = "e8m0"  # only 0xFF; no sign bit, no zero, no inf
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Fp8Format:
+    """One 8-bit floating-point format, described by its bits (built by keyword:
+    ``Fp8Format(name=..., exp_bits=..., man_bits=..., bias=..., signed=..., nan_rule=...,
+    torch_name=..., ml_dtypes_name=...)``). ``nan_rule`` is a ``NanRule`` or its value."""
 
     name: str
     exp_bits: int
     man_bits: int
     bias: int
     signed: bool
-    nan_rule: str
+    nan_rule: NanRule
     torch_name: str
     ml_dtypes_name: str
 
     def __post_init__(self) -> None:
-        if self.nan_rule not in ("ieee", "fn", "fnuz", "e8m0"):
-            raise ValueError(f"nan_rule: expected one of ieee/fn/fnuz/e8m0, got {self.nan_rule!r}")
+        object.__setattr__(self, "nan_rule", choice(self.nan_rule, NanRule, "nan_rule"))
         if self.signed + self.exp_bits + self.man_bits != 8:
             raise ValueError(
                 f"{self.name}: sign + exponent + mantissa bits must be 8, got "
@@ -67,15 +72,15 @@ class Fp8Format:
     # --- properties of the encoding -------------------------------------------------------
     @property
     def has_inf(self) -> bool:
-        return self.nan_rule == "ieee"
+        return self.nan_rule == NanRule.IEEE
 
     @property
     def has_negative_zero(self) -> bool:
-        return self.signed and self.nan_rule in ("ieee", "fn")
+        return self.signed and self.nan_rule in (NanRule.IEEE, NanRule.FN)
 
     @property
     def has_zero(self) -> bool:
-        return self.nan_rule != "e8m0"
+        return self.nan_rule != NanRule.E8M0
 
     @property
     def has_subnormals(self) -> bool:
@@ -88,17 +93,17 @@ class Fp8Format:
 
     def is_nan_code(self, code: int) -> bool:
         sign, exp, man = self.split(code)
-        if self.nan_rule == "ieee":
+        if self.nan_rule == NanRule.IEEE:
             return exp == self.exp_field_max and man != 0
-        if self.nan_rule == "fn":
+        if self.nan_rule == NanRule.FN:
             return exp == self.exp_field_max and man == (1 << self.man_bits) - 1
-        if self.nan_rule == "fnuz":
+        if self.nan_rule == NanRule.FNUZ:
             return code == 0x80
         return code == 0xFF  # e8m0
 
     def is_inf_code(self, code: int) -> bool:
         _, exp, man = self.split(code)
-        return self.nan_rule == "ieee" and exp == self.exp_field_max and man == 0
+        return self.nan_rule == NanRule.IEEE and exp == self.exp_field_max and man == 0
 
     def split(self, code: int) -> tuple[int, int, int]:
         """(sign, biased exponent field, mantissa field) of a code."""
@@ -179,7 +184,7 @@ class Fp8Format:
     @functools.cached_property
     def canonical_nan_code(self) -> int:
         """The NaN the codec writes for a positive NaN (negative NaN sets the sign bit where one exists)."""
-        return max(c for c in self.nan_codes if c < 128) if self.nan_rule in ("ieee", "fn") else self.nan_codes[0]
+        return max(c for c in self.nan_codes if c < 128) if self.nan_rule in (NanRule.IEEE, NanRule.FN) else self.nan_codes[0]
 
     def torch_dtype(self):
         """The matching ``torch.float8_*`` dtype, or ``None`` when this torch lacks it."""
@@ -221,12 +226,17 @@ def _ieee_bias(exp_bits: int) -> int:
     return (1 << (exp_bits - 1)) - 1
 
 
-E4M3FN = Fp8Format("e4m3fn", 4, 3, _ieee_bias(4), True, "fn", "float8_e4m3fn", "float8_e4m3fn")
-E5M2 = Fp8Format("e5m2", 5, 2, _ieee_bias(5), True, "ieee", "float8_e5m2", "float8_e5m2")
+E4M3FN = Fp8Format(name="e4m3fn", exp_bits=4, man_bits=3, bias=_ieee_bias(4), signed=True, nan_rule=NanRule.FN,
+                   torch_name="float8_e4m3fn", ml_dtypes_name="float8_e4m3fn")
+E5M2 = Fp8Format(name="e5m2", exp_bits=5, man_bits=2, bias=_ieee_bias(5), signed=True, nan_rule=NanRule.IEEE,
+                 torch_name="float8_e5m2", ml_dtypes_name="float8_e5m2")
 # FNUZ: the bias is one larger than IEEE's, so the top binade is finite and 0x80 is the only NaN.
-E4M3FNUZ = Fp8Format("e4m3fnuz", 4, 3, _ieee_bias(4) + 1, True, "fnuz", "float8_e4m3fnuz", "float8_e4m3fnuz")
-E5M2FNUZ = Fp8Format("e5m2fnuz", 5, 2, _ieee_bias(5) + 1, True, "fnuz", "float8_e5m2fnuz", "float8_e5m2fnuz")
-E8M0FNU = Fp8Format("e8m0fnu", 8, 0, _ieee_bias(8), False, "e8m0", "float8_e8m0fnu", "float8_e8m0fnu")
+E4M3FNUZ = Fp8Format(name="e4m3fnuz", exp_bits=4, man_bits=3, bias=_ieee_bias(4) + 1, signed=True,
+                     nan_rule=NanRule.FNUZ, torch_name="float8_e4m3fnuz", ml_dtypes_name="float8_e4m3fnuz")
+E5M2FNUZ = Fp8Format(name="e5m2fnuz", exp_bits=5, man_bits=2, bias=_ieee_bias(5) + 1, signed=True,
+                     nan_rule=NanRule.FNUZ, torch_name="float8_e5m2fnuz", ml_dtypes_name="float8_e5m2fnuz")
+E8M0FNU = Fp8Format(name="e8m0fnu", exp_bits=8, man_bits=0, bias=_ieee_bias(8), signed=False,
+                    nan_rule=NanRule.E8M0, torch_name="float8_e8m0fnu", ml_dtypes_name="float8_e8m0fnu")
 
 FORMATS: dict[str, Fp8Format] = {f.name: f for f in (E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ, E8M0FNU)}
 # The four element formats with a sign and a mantissa (what training casts to).

@@ -24,6 +24,7 @@ import torch
 
 from .formats import Fp8Format, get_format
 from .refusals import attempt
+from .validate import instance, one_of
 
 __all__ = ["EXTRAS", "MissingPackage", "has_package", "needs_package", "require", "TORCHAO_RECIPES", "SCALED_MM_SCALINGS", "package_version", "versions", "versions_line", "device_kind",
            "cpu_features", "one_thread", "torch_dtype", "scaled_mm", "torchao_float8", "torchao_recipe", "run_torchao_linear"]
@@ -58,8 +59,7 @@ def has_package(pkg: str) -> bool:
 
 def needs_package(pkg: str, what: str = "this") -> str:
     """The one wording for a missing optional package: what needs it and how to install it."""
-    if pkg not in EXTRAS:
-        raise ValueError(f"pkg: expected one of {sorted(EXTRAS)}, got {pkg!r}")
+    one_of(pkg, sorted(EXTRAS), "pkg")
     return (f"{what} needs package {_PIP_NAMES.get(pkg, pkg)}, which is not installed "
             f"(pip install -e '.[{EXTRAS[pkg]}]')")
 
@@ -145,11 +145,6 @@ def versions_line() -> str:
     return f"torch {torch.__version__}, torchao {ao}"
 
 
-def _check_choice(name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}: expected one of {tuple(allowed)}, got {value!r}")
-
-
 @functools.lru_cache(maxsize=None)
 def torch_dtype(fmt: "str | Fp8Format") -> "str | None":
     """None when this torch has the format's dtype, else ``'missing: torch X has no float8_...'``."""
@@ -166,9 +161,8 @@ def scaled_mm(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str
     The call is the layout every backend documents: A (32, 64) row-major, B (64, 48)
     column-major, dims multiples of 16, float32 scales of shape () (tensorwise) or (M, 1) and
     (1, N) (rowwise)."""
-    _check_choice("scaling", scaling, SCALED_MM_SCALINGS)
-    if not isinstance(out_dtype, torch.dtype):
-        raise TypeError(f"out_dtype: expected a torch.dtype, got {type(out_dtype).__name__}")
+    one_of(scaling, SCALED_MM_SCALINGS, "scaling")
+    instance(out_dtype, torch.dtype, "out_dtype", "a torch.dtype")
     device_kind(device)  # validates
     if not hasattr(torch, "_scaled_mm"):
         return f"missing: torch {torch.__version__} has no torch._scaled_mm"
@@ -208,7 +202,7 @@ def run_torchao_linear(recipe: str, x: torch.Tensor, weight: torch.Tensor, grad:
     ``torch._scaled_mm``: forward of ``x``, backward of ``grad``; (output, grad_input, grad_weight)."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
-    _check_choice("recipe", recipe, TORCHAO_RECIPES)
+    one_of(recipe, TORCHAO_RECIPES, "recipe")
     lin = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False, dtype=weight.dtype, device=weight.device)
     with torch.no_grad():
         lin.weight.copy_(weight)
@@ -224,7 +218,7 @@ def run_torchao_linear(recipe: str, x: torch.Tensor, weight: torch.Tensor, grad:
 def torchao_recipe(recipe: str, device: str = "cpu") -> "str | None":
     """Does torchao's float8 training run ``recipe`` forward and backward through
     ``torch._scaled_mm`` on ``device``? Asked with a bfloat16 Linear(64, 32) and 32 tokens."""
-    _check_choice("recipe", recipe, TORCHAO_RECIPES)
+    one_of(recipe, TORCHAO_RECIPES, "recipe")
     missing = torchao_float8()
     if missing is not None:
         return missing

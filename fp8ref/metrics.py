@@ -15,14 +15,14 @@ import math
 import torch
 
 from .formats import Fp8Format, get_format
+from .validate import tensor
 
 __all__ = ["sqnr", "calc_diff", "max_rel_error", "ulp_distance"]
 
 
 def _pair(x, ref) -> tuple[torch.Tensor, torch.Tensor]:
-    for name, t in (("x", x), ("ref", ref)):
-        if not isinstance(t, torch.Tensor):
-            raise TypeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    tensor(x, "x")
+    tensor(ref, "ref")
     if x.shape != ref.shape:
         raise ValueError(f"x, ref: expected equal shapes, got {tuple(x.shape)} and {tuple(ref.shape)}")
     return x.detach().double(), ref.detach().double()
@@ -55,9 +55,8 @@ def ulp_distance(a: torch.Tensor, b: torch.Tensor, fmt: "str | Fp8Format") -> to
     """Number of representable steps between codes ``a`` and ``b`` of a signed format
     (+0 and -0 are the same point; NaN codes give -1)."""
     fmt = get_format(fmt)
-    for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, torch.Tensor) or t.dtype != torch.uint8:
-            raise TypeError(f"{name}: expected a uint8 tensor of codes")
+    tensor(a, "a", dtypes=(torch.uint8,))
+    tensor(b, "b", dtypes=(torch.uint8,))
     if not fmt.signed:
         ia, ib = a.long(), b.long()
     else:

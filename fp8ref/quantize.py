@@ -18,13 +18,21 @@ import torch
 
 from .codec import decode, encode
 from .formats import E8M0FNU, Fp8Format, get_format
-from .scaling import EPS, Granularity, compute_scale, expand_scale, tensorwise
+from .scaling import EPS, Granularity, Kind, compute_scale, expand_scale, tensorwise
+from .validate import Choice, choice, instance, tensor
 
-__all__ = ["Float8Data", "quantize", "dequantize", "quantize_with_scale"]
+__all__ = ["Cast", "Fp8Data", "quantize", "dequantize", "quantize_with_scale"]
+
+
+class Cast(Choice):
+    """Where the FP8 codes come from."""
+
+    CODEC = "codec"  # fp8ref's codec (the reference; the default)
+    NATIVE = "native"  # torch's Tensor.to(torch.float8_*): opt-in, as trusted as its conformance tests
 
 
 @dataclasses.dataclass(frozen=True)
-class Float8Data:
+class Fp8Data:
     """FP8 codes plus what it takes to read them back.
 
     codes: uint8, the shape of the original tensor. scale: float32 per scaling group (torchao
@@ -49,7 +57,7 @@ class Float8Data:
     @property
     def scale_e8m0(self) -> torch.Tensor:
         """MX only: the block scales as E8M0 codes (``X = 2^e = 1 / scale``)."""
-        if self.granularity.kind != "mx":
+        if self.granularity.kind != Kind.MX:
             raise ValueError(f"scale_e8m0: only MX data has E8M0 scales, this is {self.granularity}")
         return encode(self.scale_inv, E8M0FNU)
 
@@ -61,45 +69,40 @@ class Float8Data:
         return dequantize(self, dtype)
 
 
-def _cast(y: torch.Tensor, fmt: Fp8Format, cast: str) -> torch.Tensor:
-    if cast == "codec":
+def _cast(y: torch.Tensor, fmt: Fp8Format, cast: Cast) -> torch.Tensor:
+    if cast == Cast.CODEC:
         return encode(y, fmt, saturate=True)
-    if cast == "native":
-        dtype = fmt.torch_dtype()
-        if dtype is None:
-            raise ValueError(f"cast: torch {torch.__version__} has no {fmt.torch_name} for cast='native'")
-        return y.to(dtype).view(torch.uint8)
-    raise ValueError(f"cast: expected 'codec' or 'native', got {cast!r}")
+    dtype = fmt.torch_dtype()
+    if dtype is None:
+        raise ValueError(f"cast: torch {torch.__version__} has no {fmt.torch_name} for cast='native'")
+    return y.to(dtype).view(torch.uint8)
 
 
 def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: "str | Fp8Format",
-                        granularity: "Granularity | None" = None, *, cast: str = "codec") -> Float8Data:
+                        granularity: "Granularity | None" = None, *, cast: "Cast | str" = Cast.CODEC) -> Fp8Data:
     """Quantize with a given scale (static or delayed scaling). ``scale`` is shaped per group."""
     fmt = get_format(fmt)
     g = granularity if granularity is not None else tensorwise()
-    if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-        raise TypeError(f"x: expected a floating-point torch.Tensor, got "
-                        f"{x.dtype if isinstance(x, torch.Tensor) else type(x).__name__}")
-    if isinstance(scale, (int, float)):
+    tensor(x, "x", floating=True)
+    cast = choice(cast, Cast, "cast")
+    if isinstance(scale, (int, float)) and not isinstance(scale, bool):
         scale = torch.tensor(float(scale), dtype=torch.float32, device=x.device)
-    if not isinstance(scale, torch.Tensor):
-        raise TypeError(f"scale: expected a tensor or a number, got {type(scale).__name__}")
+    instance(scale, torch.Tensor, "scale", "a tensor or a number")
     s = expand_scale(scale.to(device=x.device, dtype=torch.float32), g, x.shape)
     y = (x.to(torch.float32) * s).clamp(-fmt.max, fmt.max)
-    return Float8Data(_cast(y, fmt, cast), scale.to(torch.float32), g, fmt, x.dtype)
+    return Fp8Data(_cast(y, fmt, cast), scale.to(torch.float32), g, fmt, x.dtype)
 
 
 def quantize(x: torch.Tensor, fmt: "str | Fp8Format", granularity: "Granularity | None" = None, *,
-             pow2: bool = False, eps: float = EPS, margin: int = 0, cast: str = "codec") -> Float8Data:
+             pow2: bool = False, eps: float = EPS, margin: int = 0, cast: "Cast | str" = Cast.CODEC) -> Fp8Data:
     """Current scaling: compute the scale from ``x`` itself, then quantize."""
     g = granularity if granularity is not None else tensorwise()
     scale = compute_scale(x, fmt, g, pow2=pow2, eps=eps, margin=margin)
     return quantize_with_scale(x, scale, fmt, g, cast=cast)
 
 
-def dequantize(q: Float8Data, dtype: "torch.dtype | None" = None) -> torch.Tensor:
+def dequantize(q: Fp8Data, dtype: "torch.dtype | None" = None) -> torch.Tensor:
     """``decode(codes) / scale`` in float32, then ``dtype`` (default: the original dtype)."""
-    if not isinstance(q, Float8Data):
-        raise TypeError(f"q: expected a Float8Data, got {type(q).__name__}")
+    instance(q, Fp8Data, "q", "an Fp8Data")
     s = expand_scale(q.scale, q.granularity, q.codes.shape)
     return (q.values() / s).to(dtype or q.orig_dtype)

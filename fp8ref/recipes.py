@@ -29,6 +29,7 @@ import dataclasses
 
 from .formats import E4M3FN, E5M2, Fp8Format
 from .scaling import Granularity, axiswise, block, mx, tensorwise, tile
+from .validate import one_of
 
 __all__ = ["OperandCast", "GemmRecipe", "LinearRecipe", "RECIPES", "get_recipe", "HIGH_PRECISION"]
 
@@ -134,7 +135,5 @@ def get_recipe(recipe: "str | LinearRecipe") -> LinearRecipe:
     if isinstance(recipe, LinearRecipe):
         return recipe
     if isinstance(recipe, str):
-        if recipe in RECIPES:
-            return RECIPES[recipe]
-        raise ValueError(f"recipe: expected one of {sorted(RECIPES)}, got {recipe!r}")
+        return RECIPES[one_of(recipe, sorted(RECIPES), "recipe")]
     raise TypeError(f"recipe: expected a recipe name or a LinearRecipe, got {type(recipe).__name__}")

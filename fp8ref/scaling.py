@@ -34,10 +34,13 @@ import dataclasses
 import torch
 
 from .formats import E8M0FNU, Fp8Format, get_format
+from .validate import Choice, boolean, choice, instance, integer, positive_number, tensor
 
 __all__ = [
     "EPS",
     "Granularity",
+    "Kind",
+    "MxMode",
     "tensorwise",
     "axiswise",
     "tile",
@@ -56,6 +59,23 @@ __all__ = [
 EPS = 1e-12  # torchao float8_utils.EPS
 
 
+class Kind(Choice):
+    """How many elements share one scale (see ``Granularity``)."""
+
+    TENSORWISE = "tensorwise"
+    AXISWISE = "axiswise"
+    TILE = "tile"
+    BLOCK = "block"
+    MX = "mx"
+
+
+class MxMode(Choice):
+    """How an MX block's E8M0 scale exponent is rounded from its amax."""
+
+    FLOOR = "floor"  # OCP MX v1.0: floor(log2(amax)) - emax of the element format
+    RCEIL = "rceil"  # ceil(log2(amax / max)): never saturates (torchao ScaleCalculationMode.RCEIL)
+
+
 @dataclasses.dataclass(frozen=True)
 class Granularity:
     """How many elements share one scale.
@@ -66,20 +86,20 @@ class Granularity:
     power-of-two E8M0 scale, ``mx_mode`` ``floor`` or ``rceil``).
     """
 
-    kind: str
+    kind: Kind
     dim: "int | None" = None
     size: "int | None" = None
-    mx_mode: "str | None" = None
+    mx_mode: "MxMode | None" = None
 
     def __post_init__(self) -> None:
-        if self.kind not in ("tensorwise", "axiswise", "tile", "block", "mx"):
-            raise ValueError(f"kind: expected tensorwise/axiswise/tile/block/mx, got {self.kind!r}")
-        if self.kind == "axiswise" and not isinstance(self.dim, int):
+        object.__setattr__(self, "kind", choice(self.kind, Kind, "kind"))
+        if self.kind == Kind.AXISWISE and (not isinstance(self.dim, int) or isinstance(self.dim, bool)):
             raise TypeError(f"dim: expected an int for axiswise granularity, got {self.dim!r}")
-        if self.kind in ("tile", "block", "mx") and (not isinstance(self.size, int) or self.size < 1):
-            raise ValueError(f"size: expected a positive int for {self.kind} granularity, got {self.size!r}")
-        if self.kind == "mx" and self.mx_mode not in ("floor", "rceil"):
-            raise ValueError(f"mx_mode: expected 'floor' or 'rceil', got {self.mx_mode!r}")
+        if self.kind in (Kind.TILE, Kind.BLOCK, Kind.MX):
+            if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 1:
+                raise ValueError(f"size: expected a positive int for {self.kind} granularity, got {self.size!r}")
+        if self.kind == Kind.MX:
+            object.__setattr__(self, "mx_mode", choice(self.mx_mode, MxMode, "mx_mode"))
 
     def __str__(self) -> str:
         return {
@@ -93,54 +113,48 @@ class Granularity:
     def check_shape(self, shape: torch.Size) -> None:
         """Raise ValueError if a tensor of ``shape`` cannot be scaled at this granularity."""
         nd = len(shape)
-        if self.kind == "axiswise" and not -nd <= self.dim < max(nd, 1):
+        if self.kind == Kind.AXISWISE and not -nd <= self.dim < max(nd, 1):
             raise ValueError(f"dim: {self.dim} is out of range for a tensor of shape {tuple(shape)}")
-        if self.kind in ("tile", "mx"):
+        if self.kind in (Kind.TILE, Kind.MX):
             if nd < 1 or shape[-1] % self.size:
                 raise ValueError(f"x: {self} scaling needs the last dim to be a multiple of {self.size}, "
                                  f"got shape {tuple(shape)}")
-        if self.kind == "block":
+        if self.kind == Kind.BLOCK:
             if nd < 2 or shape[-1] % self.size or shape[-2] % self.size:
                 raise ValueError(f"x: {self} scaling needs the last two dims to be multiples of {self.size}, "
                                  f"got shape {tuple(shape)}")
 
 
 def tensorwise() -> Granularity:
-    return Granularity("tensorwise")
+    return Granularity(Kind.TENSORWISE)
 
 
 def axiswise(dim: int = -1) -> Granularity:
     """One scale per slice, reducing along ``dim`` (``-1``: one scale per row of a matrix)."""
-    return Granularity("axiswise", dim=dim)
+    return Granularity(Kind.AXISWISE, dim=dim)
 
 
 def tile(k: int = 128) -> Granularity:
     """1 x k tiles along the last dim (DeepSeek-V3 activations: k = 128)."""
-    return Granularity("tile", size=k)
+    return Granularity(Kind.TILE, size=k)
 
 
 def block(k: int = 128) -> Granularity:
     """k x k blocks over the last two dims (DeepSeek-V3 weights: k = 128)."""
-    return Granularity("block", size=k)
+    return Granularity(Kind.BLOCK, size=k)
 
 
-def mx(block_size: int = 32, mode: str = "floor") -> Granularity:
+def mx(block_size: int = 32, mode: "MxMode | str" = MxMode.FLOOR) -> Granularity:
     """OCP MX: 1 x block_size along the last dim, E8M0 scales; mode ``floor`` or ``rceil``."""
-    return Granularity("mx", size=block_size, mx_mode=mode)
+    return Granularity(Kind.MX, size=block_size, mx_mode=mode)
 
 
-def _check_tensor(x, name: str = "x") -> None:
-    if not isinstance(x, torch.Tensor):
-        raise TypeError(f"{name}: expected a torch.Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{name}: expected a floating-point tensor, got {x.dtype}")
+def _check_tensor(x, name: str = "x") -> torch.Tensor:
+    return tensor(x, name, floating=True)
 
 
 def _check_granularity(g) -> Granularity:
-    if not isinstance(g, Granularity):
-        raise TypeError(f"granularity: expected a Granularity (tensorwise(), axiswise(), tile(), block(), mx()), "
-                        f"got {type(g).__name__}")
-    return g
+    return instance(g, Granularity, "granularity", "a Granularity (tensorwise(), axiswise(), tile(), block(), mx())")
 
 
 def amax(x: torch.Tensor, granularity: Granularity) -> torch.Tensor:
@@ -150,12 +164,12 @@ def amax(x: torch.Tensor, granularity: Granularity) -> torch.Tensor:
     g = _check_granularity(granularity)
     g.check_shape(x.shape)
     a = x.float().abs()
-    if g.kind == "tensorwise":
+    if g.kind == Kind.TENSORWISE:
         return a.amax() if a.numel() else torch.zeros((), dtype=torch.float32, device=x.device)
-    if g.kind == "axiswise":
+    if g.kind == Kind.AXISWISE:
         return a.amax(dim=g.dim, keepdim=True)
     k = g.size
-    if g.kind in ("tile", "mx"):
+    if g.kind in (Kind.TILE, Kind.MX):
         return a.reshape(*a.shape[:-1], a.shape[-1] // k, k).amax(dim=-1)
     m, n = a.shape[-2:]
     return a.reshape(*a.shape[:-2], m // k, k, n // k, k).amax(dim=(-3, -1))
@@ -180,29 +194,25 @@ def amax_to_scale(amax_: torch.Tensor, fmt: "str | Fp8Format", *, pow2: bool = F
     """torchao's formula (float64 intermediate, eps clamp), TE's margin, optional pow2 rounding down."""
     _check_tensor(amax_, "amax")
     fmt = get_format(fmt)
-    if not isinstance(pow2, bool):
-        raise TypeError(f"pow2: expected a bool, got {type(pow2).__name__}")
-    if not (isinstance(eps, (int, float)) and eps > 0):
-        raise ValueError(f"eps: expected a positive number, got {eps!r}")
-    if not isinstance(margin, int) or isinstance(margin, bool):
-        raise TypeError(f"margin: expected an int, got {margin!r}")
+    boolean(pow2, "pow2")
+    positive_number(eps, "eps")
+    integer(margin, "margin")
     s = (fmt.max / amax_.to(torch.float64).clamp(min=eps)) / (2.0 ** margin)
     s = s.to(torch.float32)
     return round_down_to_pow2(s) if pow2 else s
 
 
-def mx_scale_exponent(amax_: torch.Tensor, fmt: "str | Fp8Format", mode: str = "floor") -> torch.Tensor:
+def mx_scale_exponent(amax_: torch.Tensor, fmt: "str | Fp8Format", mode: "MxMode | str" = MxMode.FLOOR) -> torch.Tensor:
     """The unbiased exponent e of the MX block scale X = 2^e (float32; NaN for non-finite amax)."""
     _check_tensor(amax_, "amax")
     fmt = get_format(fmt)
-    if mode not in ("floor", "rceil"):
-        raise ValueError(f"mode: expected 'floor' or 'rceil', got {mode!r}")
+    mode = choice(mode, MxMode, "mode")
     a = amax_.to(torch.float64)
     ok = torch.isfinite(a)
     pos = ok & (a > 0)
     safe = torch.where(pos, a, torch.ones_like(a))
     e = (_floor_log2(safe) - fmt.emax).to(torch.float64)
-    if mode == "rceil":
+    if mode == MxMode.RCEIL:
         # ceil(log2(amax / max)) exactly: FLOOR's e, plus one if max * 2^e is still below amax
         e = e + (safe > torch.ldexp(torch.full_like(safe, fmt.max), e)).to(e.dtype)
     e = torch.where(pos, e, torch.full_like(e, float(E8M0FNU.emin)))  # amax 0 -> the smallest scale
@@ -219,7 +229,7 @@ def compute_scale(x: torch.Tensor, fmt: "str | Fp8Format", granularity: Granular
     """
     g = _check_granularity(granularity if granularity is not None else tensorwise())
     a = amax(x, g)
-    if g.kind == "mx":
+    if g.kind == Kind.MX:
         e = mx_scale_exponent(a, fmt, g.mx_mode)
         return torch.where(torch.isnan(e), e, torch.exp2(-e.to(torch.float64)).to(torch.float32))
     return amax_to_scale(a, fmt, pow2=pow2, eps=eps, margin=margin)
@@ -230,9 +240,9 @@ def expand_scale(scale: torch.Tensor, granularity: Granularity, shape: torch.Siz
     g = _check_granularity(granularity)
     _check_tensor(scale, "scale")
     g.check_shape(shape)
-    if g.kind in ("tensorwise", "axiswise"):
+    if g.kind in (Kind.TENSORWISE, Kind.AXISWISE):
         return scale.expand(shape)
-    if g.kind in ("tile", "mx"):
+    if g.kind in (Kind.TILE, Kind.MX):
         return scale.repeat_interleave(g.size, dim=-1).reshape(shape)
     return scale.repeat_interleave(g.size, dim=-2).repeat_interleave(g.size, dim=-1).reshape(shape)
 

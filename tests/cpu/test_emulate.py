@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from fp8ref.emulate import Float8Linear, cast_operand, convert, fp8_linear
+from fp8ref.emulate import Fp8Linear, cast_operand, convert, fp8_linear
 from fp8ref.metrics import calc_diff, sqnr
 from fp8ref.recipes import RECIPES, GemmRecipe, OperandCast, get_recipe
 from fp8ref.formats import E4M3FN
@@ -77,11 +77,11 @@ def test_convert_swaps_filtered_linears_and_shares_parameters():
     net = _Net()
     w = net.up.weight
     convert(net, "rowwise")
-    assert isinstance(net.up, Float8Linear) and net.up.weight is w and net.up.recipe.name == "rowwise"
+    assert isinstance(net.up, Fp8Linear) and net.up.weight is w and net.up.recipe.name == "rowwise"
     assert type(net.odd) is torch.nn.Linear and type(net.lm_head) is torch.nn.Linear
     x = torch.randn(8, 64)
     assert torch.equal(net.up(x), fp8_linear(x, w, net.up.bias, "rowwise"))
     with pytest.raises(TypeError, match="model: expected an nn.Module"):
         convert("model")
     with pytest.raises(TypeError, match="mod: expected an nn.Linear"):
-        Float8Linear.from_linear(torch.nn.ReLU())
+        Fp8Linear.from_linear(torch.nn.ReLU())

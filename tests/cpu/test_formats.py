@@ -151,8 +151,10 @@ def test_get_format_rejects_unknown_names_and_types():
 
 def test_format_definition_is_validated():
     with pytest.raises(ValueError, match="must be 8"):
-        Fp8Format("bad", 4, 4, 7, True, "ieee", "x", "x")
+        Fp8Format(name="bad", exp_bits=4, man_bits=4, bias=7, signed=True, nan_rule="ieee", torch_name="x",
+                  ml_dtypes_name="x")
     with pytest.raises(ValueError, match="nan_rule"):
-        Fp8Format("bad", 4, 3, 7, True, "weird", "x", "x")
+        Fp8Format(name="bad", exp_bits=4, man_bits=3, bias=7, signed=True, nan_rule="weird", torch_name="x",
+                  ml_dtypes_name="x")
     with pytest.raises(ValueError, match="code: expected an integer"):
         E4M3FN.value_of(256)

@@ -1,6 +1,6 @@
 """The package's layers, checked: the reference never reaches what it checks.
 
-reference   formats, codec, scaling, quantize, recipes, delayed, emulate, metrics
+reference   validate, formats, codec, scaling, quantize, recipes, delayed, emulate, metrics
             (torch and the standard library only; each other)
 harness     refusals, install, conformance, torchao_compat, profile, bench, mlp_problem
             (the reference, torch, and the implementations under test: torchao, ml_dtypes, numpy)
@@ -23,7 +23,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "fp8ref"
 
-REFERENCE = {"formats", "codec", "scaling", "quantize", "recipes", "delayed", "emulate", "metrics"}
+REFERENCE = {"validate", "formats", "codec", "scaling", "quantize", "recipes", "delayed", "emulate", "metrics"}
 HARNESS = {"refusals", "install", "conformance", "torchao_compat", "profile", "bench", "mlp_problem"}
 APPLICATION_PREFIXES = ("finetune", "__main__")
 PACKAGE_ROOT = "__init__"  # re-exports formats and codec

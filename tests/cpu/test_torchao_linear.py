@@ -13,7 +13,7 @@ import torch
 
 from fp8ref import install
 from fp8ref import torchao_compat as ao
-from fp8ref.emulate import Float8Linear, convert, emulated_gemm
+from fp8ref.emulate import Fp8Linear, convert, emulated_gemm
 from fp8ref.formats import E4M3FN
 from fp8ref.metrics import sqnr
 from fp8ref.quantize import quantize
@@ -48,7 +48,7 @@ def _pair(recipe, emulate, dtype, bias, seed=0):
     g = torch.randn(4, 16, 64, generator=gen).to(dtype)
     cfg = dataclasses.replace(torchao_float8.Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
     theirs = torchao_float8.convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)), config=cfg)
-    ours = Float8Linear.from_linear(copy.deepcopy(lin), recipe)
+    ours = Fp8Linear.from_linear(copy.deepcopy(lin), recipe)
     return _run(theirs, x, g), _run(ours, x, g), (lin, x, g)
 
 

@@ -10,7 +10,7 @@ import torch
 
 from fp8ref import install
 from fp8ref import torchao_compat as ao
-from fp8ref.emulate import Float8Linear
+from fp8ref.emulate import Fp8Linear
 from fp8ref.formats import E4M3FN
 from fp8ref.metrics import sqnr
 from fp8ref.quantize import quantize
@@ -42,7 +42,7 @@ def test_float8linear_on_device_matches_fp8ref(recipe, gpu_device, dry_run, skip
     g = torch.randn(tokens, d_out, generator=gen).to(torch.bfloat16).to(gpu_device)
     theirs = _run(convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)),
                                              config=Float8LinearConfig.from_recipe_name(recipe)), x, g)
-    ours = _run(Float8Linear.from_linear(copy.deepcopy(lin), recipe), x, g)
+    ours = _run(Fp8Linear.from_linear(copy.deepcopy(lin), recipe), x, g)
     for name, a, b in zip(("output", "grad_input", "grad_weight"), theirs, ours):
         assert sqnr(a, b) >= 35, f"{recipe} {name} on {gpu_device}: SQNR {sqnr(a, b):.1f} dB"
 
