@@ -83,7 +83,7 @@ class _Bars:
             tqdm = None
         self.tqdm, self.bar, self.label = tqdm, None, None
 
-    def __call__(self, label: str, step: int, steps: int, loss: float, tps: "float | None") -> None:
+    def __call__(self, label: str, step: int, steps: int, loss: float, tps: float | None) -> None:
         rate = f"{tps:,.0f} tok/s" if tps else "warm-up"
         if self.tqdm is None:
             if step == steps or step % max(1, steps // 10) == 0:
@@ -134,10 +134,13 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     return 1 if args.check and not results["parity"]["within"] else 0
 
 
-def main(argv: "list[str] | None" = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m fp8ref", description="fp8ref: FP8 reference and checks")
-    parser.add_argument("--verbose", action="store_true",
-                        help="also show what torch and torchao log while importing (missing optional kernels, deprecations)")
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="also show what torch and torchao log while importing (missing optional kernels, deprecations)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("formats", help="print the derived format table")
@@ -161,8 +164,11 @@ def main(argv: "list[str] | None" = None) -> int:
     p.add_argument("--preset", default="tiny", choices=list(PRESETS),
                    help="model shape and defaults (tiny: ~0.8M params, a CPU minute; default tiny)")
     p.add_argument("--model", help="opt-in: a pretrained causal LM (hub id or directory) instead of the preset")
-    p.add_argument("--dataset", default="grammar",
-                   help="grammar (embedded, default), wikitext (opt-in download) or a local .txt/.json/.jsonl/.csv/.parquet")
+    p.add_argument(
+        "--dataset",
+        default="grammar",
+        help="grammar (embedded, default), wikitext (opt-in download) or a local .txt/.json/.jsonl/.csv/.parquet",
+    )
     p.add_argument("--backend", default="torchao", choices=["torchao", "fp8ref"],
                    help="FP8 from torchao convert_to_float8_training or fp8ref's emulated Fp8Linear")
     p.add_argument("--recipe", default="tensorwise",

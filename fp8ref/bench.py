@@ -4,7 +4,7 @@ asserted in tests (the machines are shared and noisy)."""
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -72,8 +72,8 @@ def codec_throughput(n: int = 1 << 24, formats=FP8_FORMATS, repeat: int = 5, dev
             continue
         t_native, t_codec = float("inf"), float("inf")
         for _ in range(repeat):  # alternate so drifts in machine load hit both
-            t_native = min(t_native, best_time(lambda: x.to(dtype), repeat=1))
-            t_codec = min(t_codec, best_time(lambda: encode(x, fmt, saturate=True), repeat=1))
+            t_native = min(t_native, best_time(lambda dtype=dtype: x.to(dtype), repeat=1))
+            t_codec = min(t_codec, best_time(lambda fmt=fmt: encode(x, fmt, saturate=True), repeat=1))
         rows.append({
             "format": fmt.name, "n": n, "device": str(device),
             "native_s": t_native, "codec_s": t_codec,
@@ -83,7 +83,7 @@ def codec_throughput(n: int = 1 << 24, formats=FP8_FORMATS, repeat: int = 5, dev
     return rows
 
 
-def peak_tflops(device_name: str) -> "dict[str, float] | None":
+def peak_tflops(device_name: str) -> dict[str, float] | None:
     """The peak table row for a device name, or None when the device is not in the table."""
     instance(device_name, str, "device_name", "a str")
     for key, row in PEAK_TFLOPS.items():

@@ -54,18 +54,18 @@ SUPPORTED_INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # --------------------------------------------------------------------------------------------
 # decode
 # --------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _decode_table_cpu(fmt: Fp8Format) -> torch.Tensor:
     return torch.tensor(fmt.all_values(), dtype=torch.float32)
 
 
-def decode_table(fmt: "str | Fp8Format", device: "torch.device | str" = "cpu") -> torch.Tensor:
+def decode_table(fmt: str | Fp8Format, device: torch.device | str = "cpu") -> torch.Tensor:
     """float32 value of each of the 256 codes (index = code), from the bit definition."""
     fmt = get_format(fmt)
     return _decode_table_cpu(fmt).to(device)
 
 
-def decode(codes: torch.Tensor, fmt: "str | Fp8Format") -> torch.Tensor:
+def decode(codes: torch.Tensor, fmt: str | Fp8Format) -> torch.Tensor:
     """uint8 codes -> float32 values (exact: every 8-bit value is a float32)."""
     fmt = get_format(fmt)
     tensor(codes, "codes", dtypes=(torch.uint8,))
@@ -134,7 +134,7 @@ def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.Tens
 # --------------------------------------------------------------------------------------------
 # encode: table fast paths, built from _encode_exact
 # --------------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _table_16bit(fmt: Fp8Format, saturate: bool, dtype: torch.dtype) -> torch.Tensor:
     """Codes of all 65,536 bit patterns of a 16-bit float dtype, indexed by pattern."""
     patterns = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(dtype)
@@ -168,7 +168,7 @@ def _encode_f32_fast(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.T
     return out.view(x.shape)
 
 
-def encode(x: torch.Tensor, fmt: "str | Fp8Format", saturate: bool = False) -> torch.Tensor:
+def encode(x: torch.Tensor, fmt: str | Fp8Format, saturate: bool = False) -> torch.Tensor:
     """Round ``x`` to the nearest value of ``fmt`` (ties to even) and return its uint8 codes.
 
     ``x``: float32, bfloat16 or float16 tensor (any shape, any device). ``saturate``: clamp
@@ -185,6 +185,6 @@ def encode(x: torch.Tensor, fmt: "str | Fp8Format", saturate: bool = False) -> t
     return table[key]
 
 
-def round_to_format(x: torch.Tensor, fmt: "str | Fp8Format", saturate: bool = False) -> torch.Tensor:
+def round_to_format(x: torch.Tensor, fmt: str | Fp8Format, saturate: bool = False) -> torch.Tensor:
     """``decode(encode(x))``: x rounded to the format, as float32."""
     return decode(encode(x, fmt, saturate=saturate), fmt)

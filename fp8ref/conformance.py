@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -53,7 +53,7 @@ class Implementation:
         return f"{self.name} {self.version}"
 
 
-def torch_cast(fmt: "str | Fp8Format", device: str = "cpu") -> "Implementation | None":
+def torch_cast(fmt: str | Fp8Format, device: str = "cpu") -> Implementation | None:
     """torch's native cast on ``device``; None if this torch has no such dtype."""
     fmt = get_format(fmt)
     dtype = fmt.torch_dtype()
@@ -66,7 +66,7 @@ def torch_cast(fmt: "str | Fp8Format", device: str = "cpu") -> "Implementation |
     return Implementation(f"torch-{torch.device(device).type}", torch.__version__, cast)
 
 
-def ml_dtypes_cast(fmt: "str | Fp8Format") -> "Implementation | None":
+def ml_dtypes_cast(fmt: str | Fp8Format) -> Implementation | None:
     """ml_dtypes' numpy cast (a second, independent implementation); None if unavailable."""
     fmt = get_format(fmt)
     target = fmt.ml_dtype()
@@ -87,7 +87,7 @@ def ml_dtypes_cast(fmt: "str | Fp8Format") -> "Implementation | None":
     return Implementation("ml_dtypes", ml_dtypes.__version__, cast)
 
 
-def implementations(fmt: "str | Fp8Format", devices: tuple[str, ...] = ("cpu",)) -> list[Implementation]:
+def implementations(fmt: str | Fp8Format, devices: tuple[str, ...] = ("cpu",)) -> list[Implementation]:
     """Every implementation of ``fmt`` available on this install."""
     found = [torch_cast(fmt, d) for d in devices] + [ml_dtypes_cast(fmt)]
     return [i for i in found if i is not None]
@@ -111,7 +111,7 @@ def _f32_from_bits(bits: torch.Tensor) -> torch.Tensor:
     return bits.to(torch.int32).view(torch.float32)
 
 
-def float32_structured_inputs(fmt: "str | Fp8Format") -> dict[str, torch.Tensor]:
+def float32_structured_inputs(fmt: str | Fp8Format) -> dict[str, torch.Tensor]:
     """float32 inputs that pin rounding at every place it can go wrong, by name:
 
     - ``representable``: every finite value of the format (both signs);
@@ -179,7 +179,7 @@ def _count(mask: torch.Tensor) -> int:
     return int(torch.count_nonzero(mask))
 
 
-def classify(x: torch.Tensor, fmt: "str | Fp8Format") -> dict[str, torch.Tensor]:
+def classify(x: torch.Tensor, fmt: str | Fp8Format) -> dict[str, torch.Tensor]:
     """Boolean masks, one per input class (see module docstring), from the codec alone."""
     fmt = get_format(fmt)
     xf = x.float()
@@ -295,8 +295,8 @@ class CastReport:
         return "\n".join([self.summary(), *self.failures])
 
 
-def check_cast(impl: Implementation, x: torch.Tensor, fmt: "str | Fp8Format", inputs: str = "inputs",
-               got: "torch.Tensor | None" = None) -> CastReport:
+def check_cast(impl: Implementation, x: torch.Tensor, fmt: str | Fp8Format, inputs: str = "inputs",
+               got: torch.Tensor | None = None) -> CastReport:
     """Cast ``x`` with ``impl`` (unless ``got`` is given) and compare with the codec."""
     fmt = get_format(fmt)
     x = x.reshape(-1)
@@ -345,7 +345,7 @@ def check_cast(impl: Implementation, x: torch.Tensor, fmt: "str | Fp8Format", in
     )
 
 
-def merge_reports(reports: list[CastReport], inputs: "str | None" = None) -> CastReport:
+def merge_reports(reports: list[CastReport], inputs: str | None = None) -> CastReport:
     """One report for many runs of one implementation and format (chunks, hypothesis examples)."""
     if not reports:
         raise ValueError("reports: expected at least one CastReport")

@@ -61,7 +61,7 @@ class DelayedScaling:
     the history is recorded at every update.
     """
 
-    def __init__(self, fmt: "str | Fp8Format" = E4M3FN, history_len: int = 16, algo: "AmaxAlgo | str" = AmaxAlgo.MAX,
+    def __init__(self, fmt: str | Fp8Format = E4M3FN, history_len: int = 16, algo: AmaxAlgo | str = AmaxAlgo.MAX,
                  margin: int = 0, interval: int = 1, pow2: bool = False):
         self.fmt = get_format(fmt)
         positive_int(history_len, "history_len")

@@ -91,8 +91,8 @@ class Fp8LinearFunction(torch.autograd.Function):
         return grad_x, grad_w, grad_b, None
 
 
-def fp8_linear(x: torch.Tensor, w: torch.Tensor, bias: "torch.Tensor | None" = None,
-               recipe: "str | LinearRecipe" = "tensorwise") -> torch.Tensor:
+def fp8_linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
+               recipe: str | LinearRecipe = "tensorwise") -> torch.Tensor:
     """Emulated FP8 ``F.linear`` under a recipe (``fp8ref.recipes``); differentiable in x, w, bias."""
     tensor(x, "x", floating=True)
     tensor(w, "w", floating=True)
@@ -106,12 +106,12 @@ class Fp8Linear(torch.nn.Linear):
     """A reference FP8 ``nn.Linear``: the same parameters, every GEMM emulated under ``recipe``."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 recipe: "str | LinearRecipe" = "tensorwise", device=None, dtype=None):
+                 recipe: str | LinearRecipe = "tensorwise", device=None, dtype=None):
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
         self.recipe = get_recipe(recipe)
 
     @classmethod
-    def from_linear(cls, mod: torch.nn.Linear, recipe: "str | LinearRecipe" = "tensorwise") -> "Fp8Linear":
+    def from_linear(cls, mod: torch.nn.Linear, recipe: str | LinearRecipe = "tensorwise") -> Fp8Linear:
         """Wrap an existing ``nn.Linear``, sharing its parameters (no copy)."""
         instance(mod, torch.nn.Linear, "mod", "an nn.Linear")
         new = cls.__new__(cls)
@@ -138,7 +138,7 @@ def default_module_filter(mod: torch.nn.Module, fqn: str) -> bool:
     return True
 
 
-def convert(model: torch.nn.Module, recipe: "str | LinearRecipe" = "tensorwise",
+def convert(model: torch.nn.Module, recipe: str | LinearRecipe = "tensorwise",
             module_filter_fn=default_module_filter) -> torch.nn.Module:
     """Swap every ``nn.Linear`` that ``module_filter_fn(module, fqn)`` accepts for a
     ``Fp8Linear`` sharing its parameters, in place; returns the model."""
@@ -195,7 +195,7 @@ def fp8_state() -> Fp8State:
 
 
 @contextlib.contextmanager
-def fp8_autocast(enabled: bool = True, update_interval: "int | None" = None, state: "Fp8State | None" = None):
+def fp8_autocast(enabled: bool = True, update_interval: int | None = None, state: Fp8State | None = None):
     """Route ``F.linear`` through delayed-scaling emulated FP8 while active (the delayed-scaling design).
 
     Entering counts one training step (``state.step()``), which refreshes every weight scale

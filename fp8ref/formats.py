@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 from .validate import Choice, choice
 
@@ -184,7 +184,11 @@ class Fp8Format:
     @functools.cached_property
     def canonical_nan_code(self) -> int:
         """The NaN the codec writes for a positive NaN (negative NaN sets the sign bit where one exists)."""
-        return max(c for c in self.nan_codes if c < 128) if self.nan_rule in (NanRule.IEEE, NanRule.FN) else self.nan_codes[0]
+        return (
+            max(c for c in self.nan_codes if c < 128)
+            if self.nan_rule in (NanRule.IEEE, NanRule.FN)
+            else self.nan_codes[0]
+        )
 
     def torch_dtype(self):
         """The matching ``torch.float8_*`` dtype, or ``None`` when this torch lacks it."""
@@ -243,7 +247,7 @@ FORMATS: dict[str, Fp8Format] = {f.name: f for f in (E4M3FN, E5M2, E4M3FNUZ, E5M
 FP8_FORMATS: tuple[Fp8Format, ...] = (E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ)
 
 
-def get_format(fmt: "str | Fp8Format") -> Fp8Format:
+def get_format(fmt: str | Fp8Format) -> Fp8Format:
     """Look a format up by name (``"e4m3fn"``, ``"float8_e4m3fn"``), or pass one through."""
     if isinstance(fmt, Fp8Format):
         return fmt

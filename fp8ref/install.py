@@ -26,8 +26,26 @@ from .formats import Fp8Format, get_format
 from .refusals import attempt
 from .validate import instance, one_of
 
-__all__ = ["EXTRAS", "MissingPackage", "has_package", "needs_package", "require", "TORCHAO_RECIPES", "SCALED_MM_SCALINGS", "package_version", "versions", "versions_line", "device_kind",
-           "cpu_features", "one_thread", "torch_dtype", "scaled_mm", "torchao_float8", "torchao_recipe", "run_torchao_linear"]
+__all__ = [
+    "EXTRAS",
+    "MissingPackage",
+    "has_package",
+    "needs_package",
+    "require",
+    "TORCHAO_RECIPES",
+    "SCALED_MM_SCALINGS",
+    "package_version",
+    "versions",
+    "versions_line",
+    "device_kind",
+    "cpu_features",
+    "one_thread",
+    "torch_dtype",
+    "scaled_mm",
+    "torchao_float8",
+    "torchao_recipe",
+    "run_torchao_linear",
+]
 
 # torchao's float8 training recipes (Float8LinearConfig.from_recipe_name), torchao 0.15-0.18
 TORCHAO_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
@@ -71,7 +89,7 @@ def require(pkg: str, what: str = "this"):
     return importlib.import_module(pkg)
 
 
-def package_version(pkg: str) -> "str | None":
+def package_version(pkg: str) -> str | None:
     """``pkg.__version__``, or None when it is absent or fails to import."""
     if importlib.util.find_spec(pkg) is None:
         return None
@@ -145,8 +163,8 @@ def versions_line() -> str:
     return f"torch {torch.__version__}, torchao {ao}"
 
 
-@functools.lru_cache(maxsize=None)
-def torch_dtype(fmt: "str | Fp8Format") -> "str | None":
+@functools.cache
+def torch_dtype(fmt: str | Fp8Format) -> str | None:
     """None when this torch has the format's dtype, else ``'missing: torch X has no float8_...'``."""
     fmt = get_format(fmt)
     if fmt.torch_dtype() is None:
@@ -154,8 +172,8 @@ def torch_dtype(fmt: "str | Fp8Format") -> "str | None":
     return None
 
 
-@functools.lru_cache(maxsize=None)
-def scaled_mm(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> "str | None":
+@functools.cache
+def scaled_mm(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
     """Does ``torch._scaled_mm`` take E4M3 operands with ``scaling`` scales on ``device``?
 
     The call is the layout every backend documents: A (32, 64) row-major, B (64, 48)
@@ -182,8 +200,8 @@ def scaled_mm(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str
     return None if ok else result
 
 
-@functools.lru_cache(maxsize=None)
-def torchao_float8() -> "str | None":
+@functools.cache
+def torchao_float8() -> str | None:
     """None when ``torchao.float8`` imports, ``'missing: ...'`` when torchao is not installed,
     ``'refused: ImportError: ...'`` when it is installed but does not import with this torch."""
     if importlib.util.find_spec("torchao") is None:
@@ -214,8 +232,8 @@ def run_torchao_linear(recipe: str, x: torch.Tensor, weight: torch.Tensor, grad:
     return y.detach(), xi.grad, m[0].weight.grad
 
 
-@functools.lru_cache(maxsize=None)
-def torchao_recipe(recipe: str, device: str = "cpu") -> "str | None":
+@functools.cache
+def torchao_recipe(recipe: str, device: str = "cpu") -> str | None:
     """Does torchao's float8 training run ``recipe`` forward and backward through
     ``torch._scaled_mm`` on ``device``? Asked with a bfloat16 Linear(64, 32) and 32 tokens."""
     one_of(recipe, TORCHAO_RECIPES, "recipe")

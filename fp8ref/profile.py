@@ -50,7 +50,7 @@ def _sha(*tensors: torch.Tensor) -> str:
     return h.hexdigest()[:16]
 
 
-def _isolated(keys: "list[str]", probe) -> dict:
+def _isolated(keys: list[str], probe) -> dict:
     """``probe()``'s keys, or each of ``keys`` set to the install's refusal when it refuses.
     A bug (an error that is not a refusal) propagates: see ``fp8ref.refusals``."""
     ok, result = attempt(probe)
@@ -93,7 +93,9 @@ def _probe_casts(device: str) -> dict:
                     res[f"{key}.no_encoding"] = r.no_encoding
                 return res
 
-            out.update(_isolated([f"{key}.{k}" for k in ("in_range_mismatches", "overflow", "inf", "nan_codes")], probe))
+            out.update(
+                _isolated([f"{key}.{k}" for k in ("in_range_mismatches", "overflow", "inf", "nan_codes")], probe)
+            )
     return out
 
 
@@ -104,7 +106,7 @@ def _probe_scaled_mm(device: str) -> dict:
             for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))}
 
 
-def exact_linear_problem(device: str = "cpu") -> "tuple[torch.Tensor, torch.Tensor, torch.Tensor]":
+def exact_linear_problem(device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(x (64, 128), weight (64, 128), grad (64, 64))`` in bfloat16 whose FP8 GEMMs are exact in
     any summation order, so a digest of their outputs depends on the casts, scales and recipe,
     not on the CPU's GEMM kernel or thread count.
@@ -137,13 +139,19 @@ def _probe_torchao(device: str) -> dict:
 
     out = {}
     for name in TORCHAO_RECIPES:
-        out.update(_isolated([f"torchao.recipe.{name}"],
-                             lambda name=name: {f"torchao.recipe.{name}.{k}": v for k, v in ao.recipe_table(name).items()}))
+        out.update(
+            _isolated(
+                [f"torchao.recipe.{name}"],
+                lambda name=name: {f"torchao.recipe.{name}.{k}": v for k, v in ao.recipe_table(name).items()},
+            )
+        )
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn(64, 128, generator=gen) * 3).to(torch.bfloat16).to(device)
     for tag, g, pow2 in (("tensorwise", tensorwise(), False), ("rowwise", axiswise(-1), True)):
         key = f"torchao.digest.cast.{tag}"
-        out.update(_isolated([key], lambda g=g, pow2=pow2, key=key: {key: _sha(*ao.dynamic_cast(x, "e4m3fn", g, pow2))}))
+        out.update(
+            _isolated([key], lambda g=g, pow2=pow2, key=key: {key: _sha(*ao.dynamic_cast(x, "e4m3fn", g, pow2))})
+        )
     xe, we, ge = exact_linear_problem(device)
     with install.one_thread():
         for name in TORCHAO_RECIPES:
@@ -178,7 +186,9 @@ def _probe_special_casts(device: str) -> dict:
         if impl is None:
             continue
         key = f"cast.{fmt.name}.f32.neg_zero"
-        out.update(_isolated([key], lambda impl=impl, key=key: {key: f"0x{int(impl.cast(torch.tensor([-0.0]))[0]):02x}"}))
+        out.update(
+            _isolated([key], lambda impl=impl, key=key: {key: f"0x{int(impl.cast(torch.tensor([-0.0]))[0]):02x}"})
+        )
     impl = torch_cast("e8m0fnu", device)
     if impl is not None:
         ties = torch.tensor([1.5, 0.75, 3 * 2.0**-128, 0.0], dtype=torch.float32)
@@ -204,11 +214,11 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
             "behaviour": dict(sorted(behaviour.items()))}
 
 
-def save(profile: dict, path: "str | Path") -> None:
+def save(profile: dict, path: str | Path) -> None:
     Path(path).write_text(json.dumps(profile, indent=1, sort_keys=True) + "\n")
 
 
-def load(path: "str | Path") -> dict:
+def load(path: str | Path) -> dict:
     data = json.loads(Path(path).read_text())
     if not isinstance(data, dict) or data.get("fp8ref_profile") != PROFILE_VERSION:
         raise ValueError(f"path: {path} is not an fp8ref profile (version {PROFILE_VERSION})")
@@ -244,12 +254,12 @@ def format_diff(pinned: dict, now: dict) -> list[str]:
     return [f"{k}: pinned {va!r} ({_who(pinned)}) -> now {vb!r} ({_who(now)})" for k, va, vb in diff(pinned, now)]
 
 
-def golden_path(golden_dir: "str | Path", device: str = "cpu") -> Path:
+def golden_path(golden_dir: str | Path, device: str = "cpu") -> Path:
     return Path(golden_dir) / f"{device_kind(device)}.json"
 
 
-def compare_with_golden(golden_dir: "str | Path", device: str = "cpu", update: bool = False,
-                        now: "dict | None" = None) -> tuple[str, list[str]]:
+def compare_with_golden(golden_dir: str | Path, device: str = "cpu", update: bool = False,
+                        now: dict | None = None) -> tuple[str, list[str]]:
     """Hold this install's profile (``now``, collected when not given) against the one pinned for
     the device kind.
 
@@ -264,7 +274,9 @@ def compare_with_golden(golden_dir: "str | Path", device: str = "cpu", update: b
         save(now, path)
         return "updated", [f"re-pinned {path} on {_who(now)}; commit it and say why in the message"]
     if not path.exists():
-        return "missing", [f"no golden profile for device kind {device_kind(device)!r} ({path}); pin one with "
-                           f"`pytest --fp8-update-golden` (or `python -m fp8ref profile --device {device} --out {path}`)"]
+        return "missing", [
+            f"no golden profile for device kind {device_kind(device)!r} ({path}); pin one with "
+            f"`pytest --fp8-update-golden` (or `python -m fp8ref profile --device {device} --out {path}`)"
+        ]
     lines = format_diff(load(path), now)
     return ("differs" if lines else "equal"), lines

@@ -65,7 +65,7 @@ class Fp8Data:
         """The FP8 values before unscaling, float32."""
         return decode(self.codes, self.fmt)
 
-    def dequantize(self, dtype: "torch.dtype | None" = None) -> torch.Tensor:
+    def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:
         return dequantize(self, dtype)
 
 
@@ -78,8 +78,8 @@ def _cast(y: torch.Tensor, fmt: Fp8Format, cast: Cast) -> torch.Tensor:
     return y.to(dtype).view(torch.uint8)
 
 
-def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: "str | Fp8Format",
-                        granularity: "Granularity | None" = None, *, cast: "Cast | str" = Cast.CODEC) -> Fp8Data:
+def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: str | Fp8Format,
+                        granularity: Granularity | None = None, *, cast: Cast | str = Cast.CODEC) -> Fp8Data:
     """Quantize with a given scale (static or delayed scaling). ``scale`` is shaped per group."""
     fmt = get_format(fmt)
     g = granularity if granularity is not None else tensorwise()
@@ -93,15 +93,15 @@ def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: "str | Fp8For
     return Fp8Data(_cast(y, fmt, cast), scale.to(torch.float32), g, fmt, x.dtype)
 
 
-def quantize(x: torch.Tensor, fmt: "str | Fp8Format", granularity: "Granularity | None" = None, *,
-             pow2: bool = False, eps: float = EPS, margin: int = 0, cast: "Cast | str" = Cast.CODEC) -> Fp8Data:
+def quantize(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity | None = None, *,
+             pow2: bool = False, eps: float = EPS, margin: int = 0, cast: Cast | str = Cast.CODEC) -> Fp8Data:
     """Current scaling: compute the scale from ``x`` itself, then quantize."""
     g = granularity if granularity is not None else tensorwise()
     scale = compute_scale(x, fmt, g, pow2=pow2, eps=eps, margin=margin)
     return quantize_with_scale(x, scale, fmt, g, cast=cast)
 
 
-def dequantize(q: Fp8Data, dtype: "torch.dtype | None" = None) -> torch.Tensor:
+def dequantize(q: Fp8Data, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``decode(codes) / scale`` in float32, then ``dtype`` (default: the original dtype)."""
     instance(q, Fp8Data, "q", "an Fp8Data")
     s = expand_scale(q.scale, q.granularity, q.codes.shape)

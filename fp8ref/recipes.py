@@ -39,10 +39,10 @@ class OperandCast:
     """How one GEMM operand is cast. ``fmt=None`` keeps it in high precision. ``static_scale``
     (torchao convention: multiplied on quantize) replaces current scaling when set."""
 
-    fmt: "Fp8Format | None"
+    fmt: Fp8Format | None
     granularity: Granularity = dataclasses.field(default_factory=tensorwise)
     pow2: bool = False
-    static_scale: "float | None" = None
+    static_scale: float | None = None
 
     def describe(self) -> str:
         if self.fmt is None:
@@ -131,7 +131,7 @@ RECIPES: dict[str, LinearRecipe] = {
 }
 
 
-def get_recipe(recipe: "str | LinearRecipe") -> LinearRecipe:
+def get_recipe(recipe: str | LinearRecipe) -> LinearRecipe:
     if isinstance(recipe, LinearRecipe):
         return recipe
     if isinstance(recipe, str):

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import linecache
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 __all__ = ["INSTALL_PACKAGES", "NATIVE_REFUSALS", "refusal", "is_refusal", "normalize", "describe", "attempt"]
 
@@ -39,7 +40,7 @@ NATIVE_REFUSALS = (RuntimeError, TypeError, ValueError, IndexError, AttributeErr
 _FP8REF_DIR = Path(__file__).resolve().parent
 
 
-def _package_of(filename: str) -> "str | None":
+def _package_of(filename: str) -> str | None:
     """The top-level package a source file belongs to, when it is one of INSTALL_PACKAGES."""
     parts = Path(filename).parts
     for i in range(len(parts) - 1, -1, -1):
@@ -98,12 +99,12 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
-def refusal(exc: BaseException) -> "str | None":
+def refusal(exc: BaseException) -> str | None:
     """``'refused: Type: message'`` when ``exc`` is a refusal, else None."""
     return f"refused: {describe(exc)}" if is_refusal(exc) else None
 
 
-def attempt(fn: Callable[[], T]) -> "tuple[bool, T | str]":
+def attempt(fn: Callable[[], T]) -> tuple[bool, T | str]:
     """Call ``fn()``. ``(True, result)`` on success, ``(False, 'refused: ...')`` when the install
     refuses; any other exception (a bug) propagates unchanged."""
     if not callable(fn):

@@ -87,9 +87,9 @@ class Granularity:
     """
 
     kind: Kind
-    dim: "int | None" = None
-    size: "int | None" = None
-    mx_mode: "MxMode | None" = None
+    dim: int | None = None
+    size: int | None = None
+    mx_mode: MxMode | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", choice(self.kind, Kind, "kind"))
@@ -144,7 +144,7 @@ def block(k: int = 128) -> Granularity:
     return Granularity(Kind.BLOCK, size=k)
 
 
-def mx(block_size: int = 32, mode: "MxMode | str" = MxMode.FLOOR) -> Granularity:
+def mx(block_size: int = 32, mode: MxMode | str = MxMode.FLOOR) -> Granularity:
     """OCP MX: 1 x block_size along the last dim, E8M0 scales; mode ``floor`` or ``rceil``."""
     return Granularity(Kind.MX, size=block_size, mx_mode=mode)
 
@@ -189,7 +189,7 @@ def round_down_to_pow2(scale: torch.Tensor) -> torch.Tensor:
     return torch.where(finite_pos, p, scale)
 
 
-def amax_to_scale(amax_: torch.Tensor, fmt: "str | Fp8Format", *, pow2: bool = False, eps: float = EPS,
+def amax_to_scale(amax_: torch.Tensor, fmt: str | Fp8Format, *, pow2: bool = False, eps: float = EPS,
                   margin: int = 0) -> torch.Tensor:
     """torchao's formula (float64 intermediate, eps clamp), TE's margin, optional pow2 rounding down."""
     _check_tensor(amax_, "amax")
@@ -202,7 +202,7 @@ def amax_to_scale(amax_: torch.Tensor, fmt: "str | Fp8Format", *, pow2: bool = F
     return round_down_to_pow2(s) if pow2 else s
 
 
-def mx_scale_exponent(amax_: torch.Tensor, fmt: "str | Fp8Format", mode: "MxMode | str" = MxMode.FLOOR) -> torch.Tensor:
+def mx_scale_exponent(amax_: torch.Tensor, fmt: str | Fp8Format, mode: MxMode | str = MxMode.FLOOR) -> torch.Tensor:
     """The unbiased exponent e of the MX block scale X = 2^e (float32; NaN for non-finite amax)."""
     _check_tensor(amax_, "amax")
     fmt = get_format(fmt)
@@ -220,7 +220,7 @@ def mx_scale_exponent(amax_: torch.Tensor, fmt: "str | Fp8Format", mode: "MxMode
     return torch.where(ok, e, torch.full_like(e, float("nan"))).to(torch.float32)
 
 
-def compute_scale(x: torch.Tensor, fmt: "str | Fp8Format", granularity: Granularity = None, *,
+def compute_scale(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity = None, *,
                   pow2: bool = False, eps: float = EPS, margin: int = 0) -> torch.Tensor:
     """Current (just-in-time) scaling: the scale for ``x`` itself, shaped like ``amax``.
 

@@ -22,8 +22,9 @@ __all__ = ["require_torchao", "recipe_table", "tensor_to_scale", "dynamic_cast",
 def require_torchao(what: str = "this"):
     """torchao, with ``torchao.float8`` imported; ``MissingPackage`` when torchao is not installed
     (an ImportError from ``torchao.float8`` itself is this torch refusing torchao, and propagates)."""
-    torchao = require("torchao", what)
-    import torchao.float8  # noqa: F401
+    require("torchao", what)
+    import torchao.float8
+
     return torchao
 
 
@@ -68,7 +69,7 @@ def _granularity_args(granularity: Granularity):
     raise ValueError(f"granularity: torchao.float8 scales tensorwise or axiswise, got {granularity}")
 
 
-def tensor_to_scale(x: torch.Tensor, fmt: "str | Fp8Format", granularity: Granularity, pow2: bool) -> torch.Tensor:
+def tensor_to_scale(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity, pow2: bool) -> torch.Tensor:
     """torchao's ``float8_utils.tensor_to_scale``."""
     require_torchao()
     from torchao.float8.float8_utils import tensor_to_scale as ao_tensor_to_scale
@@ -78,7 +79,7 @@ def tensor_to_scale(x: torch.Tensor, fmt: "str | Fp8Format", granularity: Granul
                               round_scales_to_power_of_2=pow2)
 
 
-def dynamic_cast(x: torch.Tensor, fmt: "str | Fp8Format", granularity: Granularity,
+def dynamic_cast(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity,
                  pow2: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """torchao's ``hp_tensor_to_float8_dynamic``: (uint8 codes, scale)."""
     require_torchao()
@@ -91,7 +92,7 @@ def dynamic_cast(x: torch.Tensor, fmt: "str | Fp8Format", granularity: Granulari
     return t._data.view(torch.uint8), t._scale
 
 
-def to_mx(x: torch.Tensor, fmt: "str | Fp8Format", block_size: int = 32,
+def to_mx(x: torch.Tensor, fmt: str | Fp8Format, block_size: int = 32,
           mode: str = "floor") -> tuple[torch.Tensor, torch.Tensor]:
     """torchao's ``prototype.mx_formats.mx_tensor.to_mx``: (E8M0 scale codes, element codes)."""
     require_torchao()

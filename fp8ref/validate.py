@@ -30,7 +30,7 @@ def _kind(value) -> str:
     return type(value).__name__
 
 
-def tensor(x, name: str, *, dtypes: "tuple[torch.dtype, ...] | None" = None, floating: bool = False) -> torch.Tensor:
+def tensor(x, name: str, *, dtypes: tuple[torch.dtype, ...] | None = None, floating: bool = False) -> torch.Tensor:
     """``x`` is a ``torch.Tensor`` (of one of ``dtypes``, or floating point with ``floating``)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {_kind(x)}")
@@ -41,7 +41,7 @@ def tensor(x, name: str, *, dtypes: "tuple[torch.dtype, ...] | None" = None, flo
     return x
 
 
-def instance(value, cls: "type | tuple[type, ...]", name: str, what: str):
+def instance(value, cls: type | tuple[type, ...], name: str, what: str):
     """``value`` is an instance of ``cls`` (described to the user as ``what``)."""
     if not isinstance(value, cls):
         raise TypeError(f"{name}: expected {what}, got {_kind(value)}")
@@ -73,7 +73,7 @@ def positive_number(value, name: str) -> float:
     return value
 
 
-def choice(value, kind: "type[E]", name: str) -> E:
+def choice(value, kind: type[E], name: str) -> E:
     """The member of ``kind`` named by ``value`` (a member or its string value)."""
     try:
         return kind(value)

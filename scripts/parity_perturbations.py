@@ -22,8 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from fp8ref.finetune.faults import PERTURBATIONS, perturbation  # noqa: E402
 from fp8ref.finetune import FinetuneConfig, calibrate, compare  # noqa: E402
+from fp8ref.finetune.faults import PERTURBATIONS, perturbation  # noqa: E402
 
 
 def main() -> int:

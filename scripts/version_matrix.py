@@ -45,7 +45,7 @@ class VersionMismatch(SystemExit):
     pass
 
 
-def sh(cmd: "list[str]", **kw) -> subprocess.CompletedProcess:
+def sh(cmd: list[str], **kw) -> subprocess.CompletedProcess:
     env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     env.pop("PIP_CONSTRAINT", None)
     return subprocess.run(cmd, text=True, capture_output=True, env={**env, **kw.pop("env", {})}, **kw)
@@ -60,7 +60,7 @@ def _base(version: str) -> str:
     return version.split("+", 1)[0]
 
 
-def _installed(py: Path, pkg: str) -> "str | None":
+def _installed(py: Path, pkg: str) -> str | None:
     r = sh([str(py), "-c", f"import importlib.metadata as m; print(m.version({pkg!r}))"])
     return r.stdout.strip() if r.returncode == 0 else None
 
@@ -69,7 +69,7 @@ def _pip(py: Path, *args: str) -> subprocess.CompletedProcess:
     return sh([str(py), "-m", "pip", "install", "-q", "--no-cache-dir", *args])
 
 
-def build(venv: Path, torch_v: str, ao_candidates: "list[str]", keep: bool) -> dict:
+def build(venv: Path, torch_v: str, ao_candidates: list[str], keep: bool) -> dict:
     """A venv with torch==torch_v, the first of ao_candidates that imports, fp8ref and its extras."""
     t0 = time.time()
     py = venv / "bin" / "python"
@@ -143,7 +143,7 @@ def run_profile(py: Path, out: Path) -> dict:
     return res
 
 
-def measure(work: Path, tag: str, torch_v: str, aos: "list[str]", keep: bool, build_only: bool = False) -> dict:
+def measure(work: Path, tag: str, torch_v: str, aos: list[str], keep: bool, build_only: bool = False) -> dict:
     venv = work / tag
     entry = build(venv, torch_v, aos, keep)
     if "error" not in entry and not build_only:
@@ -203,7 +203,7 @@ def _label(e: dict) -> str:
     return f"torch {e.get('torch', e['torch_asked'])} + torchao {e.get('torchao') or 'none'}"
 
 
-def changelog(entries: "list[dict]") -> "list[tuple[str, str, object, object]]":
+def changelog(entries: list[dict]) -> list[tuple[str, str, object, object]]:
     """(key, first install where it changed, old, new) along a sequence of installs, every change."""
     rows = []
     have = [e for e in entries if e.get("profile")]
@@ -218,7 +218,7 @@ def _cell(v: object) -> str:
     return (s if len(s) <= 120 else s[:117] + "...").replace("|", "\\|")
 
 
-def _changes_table(rows) -> "list[str]":
+def _changes_table(rows) -> list[str]:
     if not rows:
         return ["No behaviour key differs between consecutive installs.", ""]
     out = ["| key | first in | before | after |", "| --- | --- | --- | --- |"]
@@ -226,7 +226,7 @@ def _changes_table(rows) -> "list[str]":
     return out + [""]
 
 
-def _suite_cell(e: dict) -> "tuple[str, str]":
+def _suite_cell(e: dict) -> tuple[str, str]:
     if "error" in e:
         return "not built", e["error"].replace("|", "\\|")
     s = e["suite"]
@@ -247,7 +247,7 @@ def _short(v: object) -> str:
     return "refused" if s.startswith("refused:") else s.replace("|", "\\|")
 
 
-def _by_version_table(entries: "list[dict]") -> "list[str]":
+def _by_version_table(entries: list[dict]) -> list[str]:
     """The headline keys (casts' overflow modes, finfo, _scaled_mm, torchao digests) per install."""
     have = [e for e in entries if e.get("profile")]
     if not have:
@@ -282,7 +282,12 @@ def render(results: dict) -> str:
     lines += _changes_table(changelog(list(t_axis.values())))
     lines += [f"## What changed along torchao (torch {results['torchao_torch']})", ""]
     lines += _changes_table(changelog(list(a_axis.values())))
-    lines += ["## The suite on each install", "", "| install | pytest -m cpu | failed, and why |", "| --- | --- | --- |"]
+    lines += [
+        "## The suite on each install",
+        "",
+        "| install | pytest -m cpu | failed, and why |",
+        "| --- | --- | --- |",
+    ]
     seen = set()
     for e in list(t_axis.values()) + list(a_axis.values()):
         if id(e) in seen:

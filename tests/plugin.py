@@ -86,7 +86,7 @@ def skip_unless():
     known-good call, so a test whose own call fails where the minimal one runs still fails, and
     no wrong number can turn into a skip."""
 
-    def check(answer: "str | None", what: str) -> None:
+    def check(answer: str | None, what: str) -> None:
         if answer is not None:
             pytest.skip(f"{install.versions_line()} cannot do {what}: {answer}")
 
@@ -161,7 +161,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     if rows:
         terminalreporter.section("FP8 throughput (same-run ratios)")
         for r in rows:
-            extra = "  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items() if k != "name")
+            extra = "  ".join(
+                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items() if k != "name"
+            )
             terminalreporter.write_line(f"{r['name']}: {extra}")
     reports = config.stash.get(_REPORTS_KEY, [])
     if reports:

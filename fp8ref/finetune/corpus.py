@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 

@@ -12,7 +12,7 @@ from .train import PARITY_Z
 __all__ = ["save_results", "summary_lines", "parity_line", "plot_losses"]
 
 
-def save_results(results: dict, path: "str | Path") -> Path:
+def save_results(results: dict, path: str | Path) -> Path:
     """Write the results as JSON (NaN written as null)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,7 +64,7 @@ def parity_line(v: dict) -> str:
             f"{verdict} the bound {_pct(v['budget'])}% + {PARITY_Z:g} x noise = {_pct(v['bound'])}%")
 
 
-def plot_losses(results: dict, path: "str | Path") -> Path:
+def plot_losses(results: dict, path: str | Path) -> Path:
     """A PNG of both loss curves (and the corpus floor when known), with the FP8 - bf16 difference below."""
     require("matplotlib", "the loss plot")
     import matplotlib
@@ -84,7 +84,9 @@ def plot_losses(results: dict, path: "str | Path") -> Path:
         ax.plot(steps, [nan if x is None else x for x in r[label]["losses"]], color="C0", alpha=0.35, lw=0.8,
                 label="bf16, one-ulp-nudged weights (noise floor)" if i == 0 else None)
     ax.plot(steps, b, label=f"bf16 ({_fmt(r['bf16']['tokens_per_s'], ',.0f')} tok/s)", lw=1.2)
-    ax.plot(steps, f, label=f"FP8 {c['backend']} {c['recipe']} ({_fmt(r['fp8']['tokens_per_s'], ',.0f')} tok/s)", lw=1.2)
+    ax.plot(
+        steps, f, label=f"FP8 {c['backend']} {c['recipe']} ({_fmt(r['fp8']['tokens_per_s'], ',.0f')} tok/s)", lw=1.2
+    )
     floor = results["data"]["loss_floor"]
     if floor is not None:
         ax.axhline(floor, color="grey", ls="--", lw=1, label=f"corpus entropy floor {floor:.3f}")

@@ -18,12 +18,11 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
-import json
 import math
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -53,16 +52,16 @@ class FinetuneConfig:
     """One comparison. ``None`` fields take the preset's value (``lr``: 1e-5 with ``model``)."""
 
     preset: str = "tiny"
-    model: "str | None" = None
+    model: str | None = None
     dataset: str = "grammar"
     recipe: str = "tensorwise"
     backend: str = "torchao"
-    steps: "int | None" = None
-    seq_len: "int | None" = None
-    batch: "int | None" = None
-    lr: "float | None" = None
-    layers: "int | None" = None
-    warmup_steps: "int | None" = None
+    steps: int | None = None
+    seq_len: int | None = None
+    batch: int | None = None
+    lr: float | None = None
+    layers: int | None = None
+    warmup_steps: int | None = None
     weight_decay: float = 0.1
     max_grad_norm: float = 1.0
     compile: bool = False
@@ -73,14 +72,14 @@ class FinetuneConfig:
     # matrix moved by one ulp: the run-to-run noise floor the FP8 gap is judged against
     noise_runs: int = 2
     # FP8's own allowance in the parity verdict (None: FP8_BUDGET of the preset; 0.01 for --model)
-    fp8_budget: "float | None" = None
+    fp8_budget: float | None = None
     # torchao backend: run the FP8 GEMMs as float32 matmuls of the cast values (Float8LinearConfig
     # emulate=True; the casts and scales are torchao's own, bitwise) instead of torch._scaled_mm.
     # None: emulate on CPU, where _scaled_mm either does the same in a fallback or, on CPUs with
     # AMX, calls oneDNN's FP8 matmul, whose reference kernel runs ~700x slower than bf16.
-    emulate: "bool | None" = None
+    emulate: bool | None = None
 
-    def resolved(self) -> "FinetuneConfig":
+    def resolved(self) -> FinetuneConfig:
         """A validated copy with every ``None`` default filled in."""
         if self.preset not in PRESETS:
             raise ValueError(f"preset: expected one of {sorted(PRESETS)}, got {self.preset!r}")
@@ -91,9 +90,13 @@ class FinetuneConfig:
             raise ValueError(f"recipe: the {self.backend} backend takes one of {allowed}, got {self.recipe!r}")
         if self.dataset not in ("grammar", "wikitext"):
             if not os.path.isfile(self.dataset):
-                raise ValueError(f"dataset: expected 'grammar', 'wikitext' or an existing local file, got {self.dataset!r}")
+                raise ValueError(
+                    f"dataset: expected 'grammar', 'wikitext' or an existing local file, got {self.dataset!r}"
+                )
             if Path(self.dataset).suffix not in LOCAL_BUILDERS:
-                raise ValueError(f"dataset: a local file must end in one of {sorted(LOCAL_BUILDERS)}, got {self.dataset!r}")
+                raise ValueError(
+                    f"dataset: a local file must end in one of {sorted(LOCAL_BUILDERS)}, got {self.dataset!r}"
+                )
         p = PRESETS[self.preset]
         out = dataclasses.replace(
             self,
@@ -227,7 +230,7 @@ def _texts(cfg: FinetuneConfig, n_tokens: int):
     return (t for t in ds["text"] if t and t.strip()), what, None
 
 
-def _batches(cfg: FinetuneConfig, tokenizer) -> tuple[torch.Tensor, str, "float | None"]:
+def _batches(cfg: FinetuneConfig, tokenizer) -> tuple[torch.Tensor, str, float | None]:
     need = cfg.steps * cfg.batch * cfg.seq_len
     texts, what, floor = _texts(cfg, need)
     if isinstance(tokenizer, ByteTokenizer):
@@ -289,7 +292,7 @@ def _checksum(model: torch.nn.Module) -> float:
 
 
 def _train(model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, label: str,
-           progress: "Progress | None") -> dict:
+           progress: Progress | None) -> dict:
     device = torch.device(cfg.device)
     model.train()
     if cfg.grad_checkpointing:
@@ -312,7 +315,7 @@ def _train(model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, l
     losses, seconds = [], []
     tokens_per_step = cfg.batch * cfg.seq_len
 
-    def tokens_per_s() -> "float | None":
+    def tokens_per_s() -> float | None:
         timed = seconds[cfg.throughput_warmup:]
         return tokens_per_step * len(timed) / sum(timed) if timed else None
 
@@ -350,12 +353,14 @@ def tail_gap(baseline: list, fp8: list, fraction: float = 0.1) -> tuple[int, flo
     """``(k, tail_baseline, tail_fp8, gap)``: the mean loss of each run's last ``k`` steps
     (``fraction`` of them, at least one; fp8_parity.py's measure) and ``(fp8 - baseline) / baseline``."""
     if len(baseline) != len(fp8) or not baseline:
-        raise ValueError(f"baseline, fp8: expected two non-empty loss lists of one length, got {len(baseline)} and {len(fp8)}")
+        raise ValueError(
+            f"baseline, fp8: expected two non-empty loss lists of one length, got {len(baseline)} and {len(fp8)}"
+        )
     if not 0 < fraction <= 1:
         raise ValueError(f"fraction: expected 0 < fraction <= 1, got {fraction}")
     k = max(1, int(len(baseline) * fraction))
     tails = []
-    for name, losses in (("baseline", baseline), ("fp8", fp8)):
+    for losses in (baseline, fp8):
         tail = losses[-k:]
         if any(x is None or not math.isfinite(x) for x in tail):
             return k, math.nan, math.nan, math.nan  # a diverged run has no gap to report
@@ -386,7 +391,7 @@ def nudge_weights(model: torch.nn.Module, which: int) -> int:
     return moved
 
 
-def parity(bf16_tails: "list[float]", fp8_tail: float, budget: float, z: float = PARITY_Z) -> dict:
+def parity(bf16_tails: list[float], fp8_tail: float, budget: float, z: float = PARITY_Z) -> dict:
     """FP8's tail loss against the bf16 runs, with the run-to-run noise measured from them.
 
     ``noise`` is the relative sample standard deviation of the bf16 tail losses (runs that differ
@@ -426,7 +431,7 @@ def _prepare(cfg: FinetuneConfig) -> tuple:
 
 
 def _run(cfg: FinetuneConfig, build, batches: torch.Tensor, label: str, nudge: int, fp8: bool,
-         progress: "Progress | None") -> tuple[dict, "dict | None", int]:
+         progress: Progress | None) -> tuple[dict, dict | None, int]:
     """One training run: ``(run record, FP8 conversion info or None, parameter count)``."""
     device = torch.device(cfg.device)
     gc.collect()
@@ -449,7 +454,7 @@ def _tail(losses: list) -> float:
     return tail_gap(losses, losses)[1]
 
 
-def compare(cfg: FinetuneConfig, progress: "Progress | None" = None) -> dict:
+def compare(cfg: FinetuneConfig, progress: Progress | None = None) -> dict:
     """Train bf16, then FP8, from the same weights on the same batches, then ``noise_runs`` more
     bf16 runs from one-ulp-nudged weights; the results document, with the parity verdict."""
     if not isinstance(cfg, FinetuneConfig):
@@ -462,7 +467,7 @@ def compare(cfg: FinetuneConfig, progress: "Progress | None" = None) -> dict:
         runs[label], info, n_params = _run(cfg, build, batches, label, nudge, label == "fp8", progress)
         fp8_info = info or fp8_info
     k, tail_b, tail_f, gap = tail_gap(runs["bf16"]["losses"], runs["fp8"]["losses"])
-    for label, run in runs.items():
+    for run in runs.values():
         run["tail_loss"] = _tail(run["losses"])
     bf16_labels = ["bf16"] + [label for label, _ in plan[2:]]
     verdict = parity([runs[label]["tail_loss"] for label in bf16_labels], tail_f, cfg.fp8_budget)
@@ -483,7 +488,7 @@ def compare(cfg: FinetuneConfig, progress: "Progress | None" = None) -> dict:
     }
 
 
-def calibrate(cfg: FinetuneConfig, runs: int, progress: "Progress | None" = None) -> dict:
+def calibrate(cfg: FinetuneConfig, runs: int, progress: Progress | None = None) -> dict:
     """``runs`` bf16 and ``runs`` FP8 trainings, run k from weights nudged by ``nudge_weights(k)``
     (k = 0 unnudged): each precision's tail losses, their mean and relative spread, and FP8's
     mean gap. This is how a budget for a new model or preset is measured: FP8's mean gap is its

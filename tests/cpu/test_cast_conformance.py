@@ -10,6 +10,7 @@ such input is checked against the codec in that mode, and the mode is printed in
 import pytest
 import torch
 
+from fp8ref import install
 from fp8ref.codec import decode, encode
 from fp8ref.conformance import (
     all_16bit_inputs,
@@ -19,7 +20,6 @@ from fp8ref.conformance import (
     ml_dtypes_cast,
     torch_cast,
 )
-from fp8ref import install
 from fp8ref.formats import FORMATS
 from tests.params import ALL_FORMATS
 
@@ -105,7 +105,8 @@ def test_midpoints_round_to_the_even_neighbour_in_both_directions(fmt):
 @pytest.mark.needs("hypothesis")
 @pytest.mark.parametrize("fmt,impl_name", CASES)
 def test_arbitrary_float32_casts_like_the_codec(fmt, impl_name, record_cast_report, skip_unless):
-    from hypothesis import given, strategies as st
+    from hypothesis import given
+    from hypothesis import strategies as st
 
     impl = _impl(impl_name, fmt, skip_unless)
     reports = []

@@ -15,7 +15,7 @@ def test_formats_table_lists_every_format(capsys):
     assert main(["formats"]) == 0
     out = capsys.readouterr().out
     for name, fmt in FORMATS.items():
-        line = next(l for l in out.splitlines() if l.startswith(name + " "))
+        line = next(row for row in out.splitlines() if row.startswith(name + " "))
         assert repr(fmt.max) in line
 
 

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from fp8ref.emulate import Fp8Linear, cast_operand, convert, fp8_linear
+from fp8ref.formats import E4M3FN
 from fp8ref.metrics import calc_diff, sqnr
 from fp8ref.recipes import RECIPES, GemmRecipe, OperandCast, get_recipe
-from fp8ref.formats import E4M3FN
 from fp8ref.scaling import tile
 
 

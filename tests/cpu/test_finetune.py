@@ -12,8 +12,19 @@ import sys
 import pytest
 import torch
 
-from fp8ref.finetune import (FP8_BUDGET, PARITY_Z, FinetuneConfig, ResourceUnavailable, compare, nudge_weights,
-                             parity, parity_line, plot_losses, save_results, tail_gap)
+from fp8ref.finetune import (
+    FP8_BUDGET,
+    PARITY_Z,
+    FinetuneConfig,
+    ResourceUnavailable,
+    compare,
+    nudge_weights,
+    parity,
+    parity_line,
+    plot_losses,
+    save_results,
+    tail_gap,
+)
 from fp8ref.finetune.corpus import GRAMMAR
 from fp8ref.install import TORCHAO_RECIPES
 
@@ -304,8 +315,8 @@ def _byte_level_tokenizer():
 def test_opt_in_loaders_on_a_local_model_directory_and_text_file(tmp_path):
     """--model DIR and --dataset FILE go through AutoModelForCausalLM, AutoTokenizer and
     datasets.load_dataset, exercised on a model and a text file made here."""
-    from fp8ref.finetune.corpus import ByteTokenizer, documents
     from fp8ref.finetune import preset_model
+    from fp8ref.finetune.corpus import ByteTokenizer, documents
 
     cfg = FinetuneConfig(preset="tiny", steps=4, seq_len=32, batch=2, lr=3e-3).resolved()
     model = preset_model(cfg, ByteTokenizer.vocab_size)
@@ -345,13 +356,15 @@ def test_resource_unavailable_is_raised_for_a_missing_directory():
         compare(FinetuneConfig(model="./definitely/not/here", steps=1))
 
 
-@pytest.mark.parametrize("preset,params_millions", [("tiny", (0.7, 1.0)), ("small", (15, 25)), ("4b-shaped", (380, 440))])
+@pytest.mark.parametrize(
+    "preset,params_millions", [("tiny", (0.7, 1.0)), ("small", (15, 25)), ("4b-shaped", (380, 440))]
+)
 def test_presets_have_their_stated_shapes(preset, params_millions):
     """Built on the meta device (no memory, no init): the parameter counts the README states, and
     for 4b-shaped the projection shapes of Qwen3-4B (hidden 2560, MLP 9728, 32 query and 8 KV
     heads of 128, from its config.json)."""
-    from fp8ref.finetune.corpus import ByteTokenizer
     from fp8ref.finetune import preset_model
+    from fp8ref.finetune.corpus import ByteTokenizer
 
     with torch.device("meta"):
         model = preset_model(FinetuneConfig(preset=preset).resolved(), ByteTokenizer.vocab_size)

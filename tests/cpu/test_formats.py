@@ -12,7 +12,6 @@ from fp8ref import install
 from fp8ref.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, FORMATS, Fp8Format, get_format
 from tests.params import ALL_FORMATS
 
-
 # Numbers stated by the specifications themselves (OCP OFP8 rev 1.0 tables for E4M3/E5M2; the
 # FNUZ definitions as in LLVM APFloat / ml_dtypes docs; OCP MX v1.0 for E8M0), typed in from the
 # documents, not from this code: (bias, max, min normal, min subnormal, NaN codes, has inf).
@@ -89,8 +88,16 @@ _torch_cases = []
 for _f in FORMATS.values():
     for _field in _torch_expected(_f):
         _known = TORCH_FINFO_KNOWN.get((_f.name, _field))
-        _marks = [pytest.mark.xfail(reason=f"known torch discrepancy: finfo({_f.name}).{_field} = {_known[0]} "
-                                            f"(seen on {_known[1]}), derived {_torch_expected(_f)[_field]}")] if _known else []
+        _marks = (
+            [
+                pytest.mark.xfail(
+                    reason=f"known torch discrepancy: finfo({_f.name}).{_field} = {_known[0]} "
+                    f"(seen on {_known[1]}), derived {_torch_expected(_f)[_field]}"
+                )
+            ]
+            if _known
+            else []
+        )
         _torch_cases.append(pytest.param(_f, _field, marks=_marks, id=f"{_f.name}-{_field}"))
 
 

@@ -85,8 +85,13 @@ def native_fp8_uses(name: str, tree: ast.Module) -> list[str]:
             if isinstance(child, ast.Attribute) and (child.attr.startswith("float8_") or child.attr in
                                                      ("_scaled_mm", "torch_dtype")):
                 bad = child.attr
-            elif isinstance(child, ast.Constant) and isinstance(child.value, str) and child.value.startswith("float8_") \
-                    and isinstance(node, ast.Call) and getattr(node.func, "id", None) == "getattr":
+            elif (
+                isinstance(child, ast.Constant)
+                and isinstance(child.value, str)
+                and child.value.startswith("float8_")
+                and isinstance(node, ast.Call)
+                and getattr(node.func, "id", None) == "getattr"
+            ):
                 bad = child.value  # getattr(torch, "float8_...")
             if bad and (name, f) not in NATIVE_FP8_OK:
                 found.append(f"{name}.{f}:{child.lineno} uses {bad}")

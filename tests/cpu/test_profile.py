@@ -19,7 +19,8 @@ def test_format_diff_is_one_line_per_key():
     pinned = _p("2.13.0", **{"cast.e4m3fn.bf16.overflow": "saturate", "same": 1, "gone": 2})
     now = _p("2.9.1", **{"cast.e4m3fn.bf16.overflow": "nonsaturate", "same": 1, "new": 3})
     assert format_diff(pinned, now) == [
-        "cast.e4m3fn.bf16.overflow: pinned 'saturate' (torch 2.13.0, torchao 0.18.0) -> now 'nonsaturate' (torch 2.9.1, torchao 0.18.0)",
+        "cast.e4m3fn.bf16.overflow: pinned 'saturate' (torch 2.13.0, torchao 0.18.0) "
+        "-> now 'nonsaturate' (torch 2.9.1, torchao 0.18.0)",
         "gone: pinned 2 (torch 2.13.0, torchao 0.18.0) -> now '<absent>' (torch 2.9.1, torchao 0.18.0)",
         "new: pinned '<absent>' (torch 2.13.0, torchao 0.18.0) -> now 3 (torch 2.9.1, torchao 0.18.0)",
     ]
@@ -90,7 +91,9 @@ def test_cli_profile_round_trips(tmp_path, capsys):
 
 
 def test_cli_help_lists_every_command():
-    out = subprocess.run([sys.executable, "-m", "fp8ref", "profile", "--help"], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "fp8ref", "profile", "--help"], capture_output=True, text=True, check=True
+    )
     assert "--device" in out.stdout and "--out" in out.stdout
 
 

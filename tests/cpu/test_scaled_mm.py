@@ -50,13 +50,20 @@ def test_scaled_mm_requirements_on_this_device(record_observation):
     A, B = qa.codes.view(torch.float8_e4m3fn), qb.codes.view(torch.float8_e4m3fn)
     one = torch.tensor(1.0)
     seen = {}
-    for name, aa, bb in [("row-major x row-major", A, B.t().contiguous()), ("K not a multiple of 16", A[:, :120], B[:, :120].t()),
-                         ("M not a multiple of 16", A[:60], B.t())]:
+    for name, aa, bb in [
+        ("row-major x row-major", A, B.t().contiguous()),
+        ("K not a multiple of 16", A[:, :120], B[:, :120].t()),
+        ("M not a multiple of 16", A[:60], B.t()),
+    ]:
         try:
             torch._scaled_mm(aa, bb, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
             seen[name] = "accepted"
         except (RuntimeError, ValueError) as exc:
             seen[name] = f"refused ({type(exc).__name__})"
-    record_observation(f"_scaled_mm on cpu (torch {torch.__version__})", "; ".join(f"{k}: {v}" for k, v in seen.items()))
+    record_observation(
+        f"_scaled_mm on cpu (torch {torch.__version__})", "; ".join(f"{k}: {v}" for k, v in seen.items())
+    )
     with pytest.raises((RuntimeError, ValueError)):
-        torch._scaled_mm(A, B.t(), scale_a=torch.ones(A.shape[0]), scale_b=torch.ones(B.shape[0]), out_dtype=torch.bfloat16)
+        torch._scaled_mm(
+            A, B.t(), scale_a=torch.ones(A.shape[0]), scale_b=torch.ones(B.shape[0]), out_dtype=torch.bfloat16
+        )

@@ -143,7 +143,9 @@ def test_compiled_float8linear_matches_eager():
     import torchao.float8 as torchao_float8
     torch.manual_seed(0)
     lin = torch.nn.Sequential(torch.nn.Linear(128, 64)).to(torch.bfloat16)
-    m = torchao_float8.convert_to_float8_training(lin, config=torchao_float8.Float8LinearConfig.from_recipe_name("tensorwise"))
+    m = torchao_float8.convert_to_float8_training(
+        lin, config=torchao_float8.Float8LinearConfig.from_recipe_name("tensorwise")
+    )
     x = torch.randn(32, 128, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
     eager = _run(m, x, torch.ones(32, 64, dtype=torch.bfloat16))
     compiled = _run(torch.compile(copy.deepcopy(m)), x, torch.ones(32, 64, dtype=torch.bfloat16))
@@ -227,8 +229,11 @@ class _TinyLM(torch.nn.Module):
         super().__init__()
         self.emb = torch.nn.Embedding(vocab, d)
         self.blocks = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-            for _ in range(layers))
+            torch.nn.Sequential(
+                torch.nn.LayerNorm(d), torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d)
+            )
+            for _ in range(layers)
+        )
         self.lm_head = torch.nn.Linear(d, vocab)
 
     def forward(self, ids):

@@ -73,7 +73,10 @@ def test_pow2_round_down_of_scales_just_below_a_power_of_two(record_observation)
     theirs = _round_scale_down_to_power_of_2(below)
     exact = torch.exp2(torch.arange(0.0, 59.0))
     up = [int(k) for k in torch.arange(1, 60)[theirs != exact].tolist()]
-    record_observation("torchao pow2 scale: k where nextbelow(2^k) rounds up to 2^k", f"{up[:3]}...{up[-1:]} ({len(up)} of 59)" if up else "none")
+    record_observation(
+        "torchao pow2 scale: k where nextbelow(2^k) rounds up to 2^k",
+        f"{up[:3]}...{up[-1:]} ({len(up)} of 59)" if up else "none",
+    )
     assert bool(((theirs == exact) | (theirs == 2 * exact)).all())  # never off by more than a factor 2
 
 
@@ -127,7 +130,9 @@ def test_mx_inf_amax_is_not_nan_in_torchao(mode, record_observation):
     x[0, 0] = math.inf
     scale, _ = ao.to_mx(x, E4M3FN, 32, mode)
     ours = quantize(x, E4M3FN, mx(32, mode)).scale_e8m0
-    record_observation(f"torchao mx {mode}: E8M0 scale for a block with inf", f"0x{int(scale):02x} (fp8ref 0x{int(ours):02x})")
+    record_observation(
+        f"torchao mx {mode}: E8M0 scale for a block with inf", f"0x{int(scale):02x} (fp8ref 0x{int(ours):02x})"
+    )
     assert int(ours) == 0xFF
     assert int(scale) == {"floor": 247, "rceil": 254}[mode]
 

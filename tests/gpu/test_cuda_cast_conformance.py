@@ -11,9 +11,7 @@ import torch
 from fp8ref import install
 from fp8ref.codec import decode
 from fp8ref.conformance import all_16bit_inputs, check_cast, torch_cast
-from fp8ref.formats import FORMATS
 from tests.params import ALL_FORMATS
-
 
 
 @pytest.mark.exhaustive

@@ -39,9 +39,13 @@ def test_scaled_mm_vs_bf16_mm_throughput(name, m, k, n, gpu_device, dry_run, spe
     out = benchmark(fp8)
     assert out.shape == (m, n)
     benchmark.extra_info.update(row)
-    record_throughput({"name": f"scaled_mm {name} ({m}x{k}x{n})", **{k_: v for k_, v in row.items() if k_ not in ("m", "k", "n")}})
+    record_throughput(
+        {"name": f"scaled_mm {name} ({m}x{k}x{n})", **{k_: v for k_, v in row.items() if k_ not in ("m", "k", "n")}}
+    )
     if speed_asserts and name == "square-8192" and torch.cuda.get_device_capability()[0] >= 9:
-        assert row["fp8_over_bf16"] >= 1.3, f"FP8 only {row['fp8_over_bf16']:.2f}x bf16 at 8192^3 on {row['device_name']}"
+        assert row["fp8_over_bf16"] >= 1.3, (
+            f"FP8 only {row['fp8_over_bf16']:.2f}x bf16 at 8192^3 on {row['device_name']}"
+        )
 
 
 @pytest.mark.needs("torchao")
@@ -75,8 +79,16 @@ def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_th
 
     def model():
         torch.manual_seed(0)
-        return torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-                                     for _ in range(layers)]).to(torch.bfloat16).to(gpu_device)
+        return (
+            torch.nn.Sequential(
+                *[
+                    torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+                    for _ in range(layers)
+                ]
+            )
+            .to(torch.bfloat16)
+            .to(gpu_device)
+        )
 
     x = torch.randn(tokens, d, device=gpu_device, dtype=torch.bfloat16)
 
@@ -90,7 +102,9 @@ def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_th
         return step
 
     hp = model()
-    f8 = convert_to_float8_training(model(), config=dataclasses.replace(Float8LinearConfig.from_recipe_name("tensorwise")))
+    f8 = convert_to_float8_training(
+        model(), config=dataclasses.replace(Float8LinearConfig.from_recipe_name("tensorwise"))
+    )
     t_bf16, t_fp8 = best_time(trainer(hp), repeat=3), best_time(trainer(f8), repeat=3)
     benchmark(trainer(f8))
     row = {"bf16_tokens_s": tokens / t_bf16, "fp8_tokens_s": tokens / t_fp8, "fp8_speedup": t_bf16 / t_fp8}
