@@ -17,7 +17,7 @@ field by itself. Overflow means that code is above the largest finite code: the 
 with an unbounded exponent range exceeds ``max`` (so for E4M3FN, 464 rounds to 448 and 465
 overflows, as IEEE 754 defines overflow).
 
-Special values (decided here, documented in README):
+Special values (decided here, documented in docs/design.md):
 - NaN -> the format's NaN (sign kept where the format has one; 0x80 for FNUZ, 0xFF for E8M0).
   Implementations pick different NaN payloads; conformance compares NaN-ness, not payload.
 - ``saturate=False``: finite overflow and +-inf -> +-inf where the format has inf (E5M2), else NaN.

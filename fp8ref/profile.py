@@ -28,7 +28,7 @@ import torch
 from . import install
 from .conformance import all_16bit_inputs, check_cast, torch_cast
 from .formats import FORMATS
-from .install import TORCHAO_RECIPES, device_kind, package_version, versions  # noqa: F401 - re-exported
+from .install import TORCHAO_RECIPES, device_kind, versions
 from .refusals import attempt
 
 __all__ = ["PROFILE_VERSION", "TOLERANCES", "device_kind", "versions", "collect", "save", "load", "same_value",

@@ -2,7 +2,7 @@
 # One end-to-end GPU run on a T2 runner (one H100 / H200 / B200): the GPU suite with the
 # benchmarks, a CUDA behaviour profile, and the artefacts under ${OUT:-gpu-out}/.
 #   bash scripts/gpu_run.sh            # torch with CUDA, torchao and the test extras already installed
-# On the lent device machine (torch preinstalled, no torchao, no datasets): carry the torchao,
+# On a machine with torch preinstalled but no torchao or datasets and no network: carry the torchao,
 # datasets, dill and multiprocess wheels (and their missing dependencies) in .whl/ and run
 #   python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site
 # first. Nothing here needs the network.

@@ -360,7 +360,7 @@ def test_resource_unavailable_is_raised_for_a_missing_directory():
     "preset,params_millions", [("tiny", (0.7, 1.0)), ("small", (15, 25)), ("4b-shaped", (380, 440))]
 )
 def test_presets_have_their_stated_shapes(preset, params_millions):
-    """Built on the meta device (no memory, no init): the parameter counts the README states, and
+    """Built on the meta device (no memory, no init): the parameter counts docs/finetune.md states, and
     for 4b-shaped the projection shapes of Qwen3-4B (hidden 2560, MLP 9728, 32 query and 8 KV
     heads of 128, from its config.json)."""
     from fp8ref.finetune import preset_model

@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from fp8ref.__main__ import main
-from fp8ref.profile import TOLERANCES, collect, compare_with_golden, device_kind, diff, format_diff, load, save
+from fp8ref.install import device_kind
+from fp8ref.profile import TOLERANCES, collect, compare_with_golden, diff, format_diff, load, save
 
 
 def _p(torch_v, **behaviour):

@@ -1,7 +1,7 @@
 """torchao's float8 scales, dynamic casts, recipe table and MX conversion against fp8ref.
 
 Bitwise wherever both follow the same documented formula. Where torchao's implementation
-differs from the formula at an edge (found here, listed in the README), a test pins the
+differs from the formula at an edge (found here, listed in docs/torchao-findings.md), a test pins the
 difference on a crafted input, so a change in torchao shows up either way.
 """
 
