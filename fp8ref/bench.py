@@ -12,15 +12,16 @@ from .codec import encode
 from .formats import FP8_FORMATS, get_format
 from .validate import instance, positive_int
 
-__all__ = ["best_time", "codec_throughput", "PEAK_TFLOPS", "peak_tflops", "LLM_GEMM_SHAPES", "gemm_tflops",
-           "scaled_mm_vs_bf16"]
+__all__ = ["best_time", "device_time", "codec_throughput", "PEAK_TFLOPS", "peak_tflops", "LLM_GEMM_SHAPES",
+           "gemm_tflops", "scaled_mm_vs_bf16"]
 
-# Dense (no sparsity) tensor-core peaks in TFLOP/s, from NVIDIA's datasheets: H100 SXM / H200
-# 989 BF16, 1,979 FP8; H100 PCIe 756 / 1,513; B200 2,250 / 4,500. Matched by substring of
-# torch.cuda.get_device_name(), most specific first.
+# Dense (no sparsity) tensor-core peaks in TFLOP/s, from NVIDIA's datasheets, keyed by the exact
+# name torch.cuda.get_device_name() gives (without a leading "NVIDIA "): H100 SXM and H200 SXM
+# 989 BF16, 1,979 FP8; H100 PCIe 756 / 1,513; B200 2,250 / 4,500. Other models (H100 NVL, H200
+# NVL, GB200, ...) have other clocks and power limits: they get no peak rather than a wrong one.
 PEAK_TFLOPS: dict[str, dict[str, float]] = {
+    "H100 80GB HBM3": {"bf16": 989.0, "fp8": 1979.0},
     "H100 PCIe": {"bf16": 756.0, "fp8": 1513.0},
-    "H100": {"bf16": 989.0, "fp8": 1979.0},
     "H200": {"bf16": 989.0, "fp8": 1979.0},
     "B200": {"bf16": 2250.0, "fp8": 4500.0},
 }
@@ -54,6 +55,37 @@ def best_time(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> flo
     return best
 
 
+def device_time(fn: Callable[[], object], iters: int = 20, repeat: int = 5, warmup: int = 3) -> float:
+    """Seconds per call of ``fn``: the best of ``repeat`` runs of ``iters`` back-to-back calls.
+
+    On CUDA the runs are timed with CUDA events around the launches (a kernel's time, not its
+    enqueue; Python dispatch is amortised over ``iters``); elsewhere with ``perf_counter``.
+    ``warmup`` calls first (compilation, autotuning, cuBLASLt heuristics) are not timed."""
+    positive_int(iters, "iters")
+    positive_int(repeat, "repeat")
+    for _ in range(warmup):
+        fn()
+    if not torch.cuda.is_available():
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            best = min(best, (time.perf_counter() - t0) / iters)
+        return best
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(repeat):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        best = min(best, start.elapsed_time(end) / 1e3 / iters)
+    return best
+
+
 def codec_throughput(n: int = 1 << 24, formats=FP8_FORMATS, repeat: int = 5, device: str = "cpu",
                      seed: int = 0) -> list[dict]:
     """Encode ``n`` float32 values with the codec and with torch's native cast, per format.
@@ -84,12 +116,9 @@ def codec_throughput(n: int = 1 << 24, formats=FP8_FORMATS, repeat: int = 5, dev
 
 
 def peak_tflops(device_name: str) -> dict[str, float] | None:
-    """The peak table row for a device name, or None when the device is not in the table."""
+    """The peak table row for exactly this device model, or None when no peak is known for it."""
     instance(device_name, str, "device_name", "a str")
-    for key, row in PEAK_TFLOPS.items():
-        if key in device_name:
-            return row
-    return None
+    return PEAK_TFLOPS.get(device_name.strip().removeprefix("NVIDIA ").strip())
 
 
 def gemm_tflops(m: int, k: int, n: int, seconds: float) -> float:
@@ -115,9 +144,9 @@ def scaled_mm_vs_bf16(m: int, k: int, n: int, device: str = "cuda", repeat: int 
         return torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=fast_accum)
 
     t_bf16 = t_fp8 = float("inf")
-    for _ in range(repeat):
-        t_bf16 = min(t_bf16, best_time(bf16, repeat=1))
-        t_fp8 = min(t_fp8, best_time(fp8, repeat=1))
+    for _ in range(repeat):  # alternate, so drifts in clocks and load hit both
+        t_bf16 = min(t_bf16, device_time(bf16, iters=10, repeat=1, warmup=1))
+        t_fp8 = min(t_fp8, device_time(fp8, iters=10, repeat=1, warmup=1))
     row = {"m": m, "k": k, "n": n, "device": device, "bf16_tflops": gemm_tflops(m, k, n, t_bf16),
            "fp8_tflops": gemm_tflops(m, k, n, t_fp8), "fp8_over_bf16": t_bf16 / t_fp8}
     name = torch.cuda.get_device_name() if torch.device(device).type == "cuda" else "cpu"
@@ -126,4 +155,6 @@ def scaled_mm_vs_bf16(m: int, k: int, n: int, device: str = "cuda", repeat: int 
     if peak:
         row["bf16_pct_peak"] = 100 * row["bf16_tflops"] / peak["bf16"]
         row["fp8_pct_peak"] = 100 * row["fp8_tflops"] / peak["fp8"]
+    else:
+        row["peak"] = f"no peak known for {name}"
     return row

@@ -49,7 +49,9 @@ __all__ = [
 
 # torchao's float8 training recipes (Float8LinearConfig.from_recipe_name), torchao 0.15-0.18
 TORCHAO_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
-SCALED_MM_SCALINGS = ("tensorwise", "rowwise")
+# The scalings of torch._scaled_mm: per tensor, per row/column, DeepSeek-V3's 1x128 x 128x128
+# blocks (cuBLAS: sm90 only), MX 1x32 with E8M0 scales (sm100).
+SCALED_MM_SCALINGS = ("tensorwise", "rowwise", "blockwise", "mx")
 # CPU features that decide torch's CPU _scaled_mm backend: with AMX, torch calls oneDNN's FP8
 # matmul, which without a JIT kernel for the CPU runs oneDNN's reference implementation (about
 # 700x slower than a bfloat16 matmul, measured on a Xeon with AMX-BF16/INT8 but no AMX-FP16);
@@ -176,15 +178,17 @@ def torch_dtype(fmt: str | Fp8Format) -> str | None:
 def scaled_mm(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
     """Does ``torch._scaled_mm`` take E4M3 operands with ``scaling`` scales on ``device``?
 
-    The call is the layout every backend documents: A (32, 64) row-major, B (64, 48)
-    column-major, dims multiples of 16, float32 scales of shape () (tensorwise) or (M, 1) and
-    (1, N) (rowwise)."""
+    The call is the layout the backends document: A (M, K) row-major, B (K, N) column-major, dims
+    multiples of 16, scales of ones: float32 () (tensorwise); (M, 1) and (1, N) (rowwise);
+    (M, K/128) with strides (1, M) and (K/128, N/128) with strides (1, K/128) (blockwise: 1x128
+    for A, 128x128 for B, as torch's ScaledBlas.cpp checks them); E8M0 in cuBLAS's swizzled
+    layout, round_up(M, 128) x round_up(K/32, 4) (mx; all ones, so the swizzle does not matter)."""
     one_of(scaling, SCALED_MM_SCALINGS, "scaling")
     instance(out_dtype, torch.dtype, "out_dtype", "a torch.dtype")
     device_kind(device)  # validates
     if not hasattr(torch, "_scaled_mm"):
         return f"missing: torch {torch.__version__} has no torch._scaled_mm"
-    M, K, N = 32, 64, 48
+    M, K, N = (32, 64, 48) if scaling in ("tensorwise", "rowwise") else (128, 256, 128)
 
     def call():
         gen = torch.Generator().manual_seed(0)
@@ -192,8 +196,15 @@ def scaled_mm(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str
         b = torch.randn(N, K, generator=gen).to(torch.float8_e4m3fn).to(device).t()
         if scaling == "tensorwise":
             sa, sb = torch.tensor(1.0, device=device), torch.tensor(1.0, device=device)
-        else:
+        elif scaling == "rowwise":
             sa, sb = torch.ones(M, 1, device=device), torch.ones(1, N, device=device)
+        elif scaling == "blockwise":
+            sa = torch.ones(K // 128, M, device=device).t()
+            sb = torch.ones(N // 128, K // 128, device=device).t()
+        else:
+            e8m0 = torch.float8_e8m0fnu
+            sa = torch.ones(M * K // 32, device=device).to(e8m0)
+            sb = torch.ones(N * K // 32, device=device).to(e8m0)
         return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
 
     ok, result = attempt(call)

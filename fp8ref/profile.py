@@ -100,10 +100,23 @@ def _probe_casts(device: str) -> dict:
 
 
 def _probe_scaled_mm(device: str) -> dict:
-    """Which _scaled_mm configurations this device accepts: ``ok`` or the install's refusal."""
-    return {f"scaled_mm.{scaling}.{tag}": install.scaled_mm(scaling, dtype, device) or "ok"
-            for scaling in install.SCALED_MM_SCALINGS
-            for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))}
+    """Which _scaled_mm configurations this device accepts (``ok`` or the install's refusal);
+    where tensorwise runs, the accumulator's mantissa bits with fast accumulation off and on, and
+    what ``scale_result`` does to an FP8 output (``fp8ref.gemm_probes``)."""
+    from . import gemm_probes
+
+    out = {f"scaled_mm.{scaling}.{tag}": install.scaled_mm(scaling, dtype, device) or "ok"
+           for scaling in install.SCALED_MM_SCALINGS
+           for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))}
+    if out["scaled_mm.tensorwise.f32"] == "ok":
+        for tag, fast in (("exact", False), ("fast", True)):
+            key = f"scaled_mm.accum_bits.{tag}"
+            out.update(_isolated([key], lambda key=key, fast=fast: {key: gemm_probes.accumulator_bits(device, fast)}))
+        for fmt in ("e4m3fn", "e5m2"):
+            key = f"scaled_mm.scale_result.{fmt}_out"
+            out.update(_isolated([key], lambda key=key, fmt=fmt: {
+                key: gemm_probes.scale_result_rule(device, getattr(torch, f"float8_{fmt}"))}))
+    return out
 
 
 def exact_linear_problem(device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -152,6 +165,8 @@ def _probe_torchao(device: str) -> dict:
         out.update(
             _isolated([key], lambda g=g, pow2=pow2, key=key: {key: _sha(*ao.dynamic_cast(x, "e4m3fn", g, pow2))})
         )
+    out.update(_isolated(["torchao.mx.default_mode"], lambda: {
+        f"torchao.mx.default_mode.{name}": mode for name, mode in ao.mx_default_modes().items()}))
     xe, we, ge = exact_linear_problem(device)
     with install.one_thread():
         for name in TORCHAO_RECIPES:

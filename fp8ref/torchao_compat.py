@@ -16,7 +16,8 @@ from .formats import Fp8Format, get_format
 from .install import require
 from .scaling import Granularity
 
-__all__ = ["require_torchao", "recipe_table", "tensor_to_scale", "dynamic_cast", "to_mx"]
+__all__ = ["require_torchao", "recipe_table", "tensor_to_scale", "dynamic_cast", "to_mx", "mx_dequantize",
+           "mx_default_modes"]
 
 
 def require_torchao(what: str = "this"):
@@ -101,3 +102,41 @@ def to_mx(x: torch.Tensor, fmt: str | Fp8Format, block_size: int = 32,
 
     scale, data = ao_to_mx(x, get_format(fmt).torch_dtype(), block_size, scaling_mode=ScaleCalculationMode(mode))
     return scale.view(torch.uint8), data.view(torch.uint8)
+
+
+def mx_dequantize(codes: torch.Tensor, scale_codes: torch.Tensor, fmt: str | Fp8Format, block_size: int = 32,
+                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """torchao's MX dequantization (``mx_tensor.to_dtype``) of element codes (..., K) with E8M0
+    scale codes (..., K / block_size)."""
+    require_torchao()
+    from torchao.prototype.mx_formats.mx_tensor import to_dtype
+
+    fmt = get_format(fmt)
+    data = codes.view(fmt.torch_dtype())
+    return to_dtype(data, scale_codes.view(torch.float8_e8m0fnu), fmt.torch_dtype(), block_size, dtype)
+
+
+def mx_default_modes() -> dict[str, str]:
+    """The scaling mode each of torchao's MX casts uses when none is passed (a default that flips
+    changes numerics while every explicit-mode test still passes): ``to_mx`` and, where this
+    torchao defines them, its Triton/CUDA cast kernels."""
+    import inspect
+
+    require_torchao()
+    from torchao.prototype.mx_formats import kernels
+    from torchao.prototype.mx_formats.mx_tensor import to_mx as ao_to_mx
+
+    out = {}
+    for name, fn in (("to_mx", ao_to_mx), ("triton_to_mxfp8_dim0", getattr(kernels, "triton_to_mxfp8_dim0", None)),
+                     ("triton_to_mxfp8_dim1", getattr(kernels, "triton_to_mxfp8_dim1", None)),
+                     ("mxfp8_quantize_cuda", getattr(kernels, "mxfp8_quantize_cuda", None))):
+        if fn is None:
+            out[name] = "missing"
+            continue
+        param = inspect.signature(fn).parameters.get("scaling_mode")
+        if param is None or param.default is inspect.Parameter.empty:
+            out[name] = "no default"
+        else:
+            default = param.default
+            out[name] = str(getattr(default, "value", default)).lower()
+    return out

@@ -61,7 +61,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 def _gate_capability(item: pytest.Item) -> None:
     """``@pytest.mark.sm(90, "why")``: skip on a CUDA device below that compute capability,
-    naming the device. Without CUDA the gpu_device fixture decides (skip, or CPU dry run)."""
+    naming the device; ``only=True``: on any other capability. Without CUDA the gpu_device
+    fixture decides (skip, or CPU dry run)."""
     mark = item.get_closest_marker("sm")
     if mark is None:
         return
@@ -72,8 +73,11 @@ def _gate_capability(item: pytest.Item) -> None:
     need = mark.args[0]
     why = mark.args[1] if len(mark.args) > 1 else ""
     major, minor = torch.cuda.get_device_capability()
-    if major * 10 + minor < need:
-        pytest.skip(f"needs sm{need}+ ({why}); this device: {torch.cuda.get_device_name()} (sm{major}{minor})")
+    have = major * 10 + minor
+    if mark.kwargs.get("only") and have != need:
+        pytest.skip(f"needs sm{need} exactly ({why}); this device: {torch.cuda.get_device_name()} (sm{have})")
+    if have < need:
+        pytest.skip(f"needs sm{need}+ ({why}); this device: {torch.cuda.get_device_name()} (sm{have})")
 
 
 @pytest.fixture(scope="session")

@@ -50,13 +50,16 @@ def test_bench_rejects_bad_arguments(call, match):
         call()
 
 
-def test_peak_table_matches_device_names_most_specific_first():
+def test_peak_table_matches_exact_device_models_only():
     from fp8ref.bench import gemm_tflops, peak_tflops
 
     assert peak_tflops("NVIDIA H100 PCIe")["bf16"] == 756.0
     assert peak_tflops("NVIDIA H100 80GB HBM3") == {"bf16": 989.0, "fp8": 1979.0}
     assert peak_tflops("NVIDIA H200")["fp8"] == 1979.0 and peak_tflops("NVIDIA B200")["fp8"] == 4500.0
     assert peak_tflops("NVIDIA A100-SXM4-80GB") is None
+    # other models that share a substring with a known one get no peak, not the wrong one
+    for other in ("NVIDIA H100 NVL", "NVIDIA H200 NVL", "NVIDIA GB200", "NVIDIA H100"):
+        assert peak_tflops(other) is None, other
     assert gemm_tflops(1000, 1000, 1000, 1e-3) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="seconds"):
         gemm_tflops(1, 1, 1, 0.0)
@@ -67,7 +70,7 @@ def test_scaled_mm_vs_bf16_reports_both_and_their_ratio_on_cpu():
 
     row = scaled_mm_vs_bf16(32, 64, 48, device="cpu", repeat=1)
     assert row["fp8_over_bf16"] == pytest.approx(row["fp8_tflops"] / row["bf16_tflops"])
-    assert row["device_name"] == "cpu" and "fp8_pct_peak" not in row
+    assert row["device_name"] == "cpu" and "fp8_pct_peak" not in row and row["peak"] == "no peak known for cpu"
 
 
 def test_building_the_parser_loads_no_training_code():

@@ -2,7 +2,7 @@
 
 reference   validate, formats, codec, scaling, quantize, recipes, delayed, emulate, metrics
             (torch and the standard library only; each other)
-harness     refusals, install, conformance, torchao_compat, profile, bench, mlp_problem
+harness     refusals, install, conformance, torchao_compat, gemm_probes, profile, bench, mlp_problem
             (the reference, torch, and the implementations under test: torchao, ml_dtypes, numpy)
 application fp8ref.finetune.*, the command line (anything; the only layer that may import
             transformers, datasets, matplotlib or tqdm)
@@ -24,7 +24,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "fp8ref"
 
 REFERENCE = {"validate", "formats", "codec", "scaling", "quantize", "recipes", "delayed", "emulate", "metrics"}
-HARNESS = {"refusals", "install", "conformance", "torchao_compat", "profile", "bench", "mlp_problem"}
+HARNESS = {"refusals", "install", "conformance", "torchao_compat", "profile", "bench", "mlp_problem", "gemm_probes"}
 APPLICATION_PREFIXES = ("finetune", "__main__")
 PACKAGE_ROOT = "__init__"  # re-exports formats and codec
 

@@ -1,14 +1,33 @@
-"""torch._scaled_mm on this device against the dequantized matmul, and what it enforces."""
+"""torch._scaled_mm on the CPU against the exact product of its FP8 operands, for every out dtype and
+the arguments regressions shipped in, and what the CPU path enforces."""
 
 import pytest
 import torch
 
-from fp8ref import install
 from fp8ref.formats import E4M3FN
 from fp8ref.quantize import quantize
-from fp8ref.scaling import axiswise, tensorwise
+from fp8ref.scaling import tensorwise
 
-U_OUT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}  # half an ulp, relative
+# The argument checks shared with the CUDA suite (tests/scaled_mm_checks.py), run here on the CPU.
+from tests.scaled_mm_checks import (  # noqa: F401 - collected as tests of this module
+    test_bias_is_added_once_under_non_unit_scales,
+    test_compiled_scaled_mm_matches_the_exact_product,
+    test_every_out_dtype_matches_the_exact_product,
+    test_fp8_output_applies_scale_result,
+    test_rows_not_a_multiple_of_the_tile,
+    test_without_fast_accumulation_the_accumulator_keeps_float32_bits,
+)
+
+
+@pytest.fixture
+def mm_device() -> str:
+    return "cpu"
+
+
+@pytest.fixture
+def ragged_m() -> tuple[int, ...]:
+    """Row counts that are not multiples of 16 (the CPU path has no tile of its own)."""
+    return (1, 17, 100)
 
 
 def _mm_operands(g, seed=0, M=64, K=128, N=48):
@@ -16,31 +35,6 @@ def _mm_operands(g, seed=0, M=64, K=128, N=48):
     a = torch.randn(M, K, generator=gen) * 3
     b = torch.randn(N, K, generator=gen) / 3
     return quantize(a, E4M3FN, g), quantize(b, E4M3FN, g)
-
-
-@pytest.mark.parametrize("fast_accum", [False, True], ids=["exact-accum", "fast-accum"])
-@pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
-@pytest.mark.parametrize("g", [tensorwise(), axiswise(-1)], ids=["tensorwise", "rowwise"])
-def test_scaled_mm_matches_the_dequantized_matmul(g, out_dtype, fast_accum, skip_unless):
-    scaling = "rowwise" if g.kind == "axiswise" else "tensorwise"
-    skip_unless(install.scaled_mm(scaling, out_dtype), f"{scaling} torch._scaled_mm to {out_dtype} on cpu")
-    qa, qb = _mm_operands(g)
-    inv_a, inv_b = 1 / qa.scale, 1 / qb.scale
-    if g.kind == "axiswise":
-        inv_b = inv_b.t()  # (1, N)
-    out = torch._scaled_mm(qa.codes.view(torch.float8_e4m3fn), qb.codes.view(torch.float8_e4m3fn).t(),
-                           scale_a=inv_a, scale_b=inv_b, out_dtype=out_dtype, use_fast_accum=fast_accum)
-    va, vb = qa.values().double(), qb.values().double()
-    ref = (va @ vb.t()) * inv_a.double() * inv_b.double()
-    # products of two E4M3 values are exact; float32 accumulation of K terms errs by at most
-    # K * 2^-24 * sum|a b| (any order), the scales add two float32 roundings, and the output
-    # rounds once to out_dtype
-    K = va.shape[1]
-    mag = (va.abs() @ vb.abs().t()) * (inv_a.double() * inv_b.double()).abs()
-    bound = U_OUT[out_dtype] * ref.abs() + (K + 3) * 2.0**-24 * mag
-    err = (out.double() - ref).abs()
-    assert out.dtype == out_dtype
-    assert bool((err <= bound).all()), f"max excess {(err - bound).max().item():.3e}"
 
 
 def test_scaled_mm_requirements_on_this_device(record_observation):

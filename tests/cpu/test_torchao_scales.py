@@ -12,6 +12,7 @@ import torch
 
 from fp8ref import install
 from fp8ref import torchao_compat as ao
+from fp8ref.codec import decode
 from fp8ref.formats import E4M3FN, E5M2
 from fp8ref.quantize import quantize
 from fp8ref.recipes import RECIPES
@@ -157,3 +158,38 @@ def test_mx_exponent_formula_matches_torchao_floor_on_normal_amax():
     x[:, 0] = a
     scale, _ = ao.to_mx(x, E4M3FN, 32, "floor")
     assert torch.equal(scale.reshape(-1).int() - 127, ours.int())
+
+
+@pytest.mark.parametrize("mode", ["floor", "rceil"])
+@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
+def test_mx_all_zero_blocks_and_the_e8m0_extremes(fmt, mode):
+    """Guards: an E8M0 scale computed wrongly at its ends. Blocks: all zero (scale 2^-127 in both,
+    elements 0), amax 2^-140 (below the smallest scale: clamped to code 0), amax near float32's
+    max (the largest code an amax can reach). Scales bitwise for every block; elements bitwise
+    except where FLOOR's tiny-scale divisor differs (pinned above)."""
+    x = torch.zeros(4, 32)
+    x[1] = torch.linspace(-1, 1, 32) * 2.0**-140
+    x[2] = torch.linspace(-1, 1, 32) * 3.0e38
+    x[3] = torch.linspace(-1, 1, 32)
+    scale, data = ao.to_mx(x, fmt, 32, mode)
+    q = quantize(x, fmt, mx(32, mode))
+    assert torch.equal(scale, q.scale_e8m0), f"E8M0 scales: torchao {scale.flatten().tolist()}, " \
+                                             f"fp8ref {q.scale_e8m0.flatten().tolist()}"
+    assert int(q.scale_e8m0[0, 0]) == 0 and int(q.scale_e8m0[1, 0]) == 0
+    assert torch.equal(data[0], q.codes[0]) and not bool(data[0].any()), "an all-zero block's elements"
+    assert torch.equal(data[2:], q.codes[2:]), "elements of the large and ordinary blocks"
+
+
+@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
+def test_mx_dequantization_reads_every_scale_code(fmt):
+    """Guards: a bad E8M0 expansion (one once zeroed the blocks whose scale byte was 0). torchao's
+    dequantization against fp8ref's decode x 2^(code - 127), bitwise in float32, for scale codes
+    0 (2^-127), 1, 127, 254 (2^127) and 255 (NaN: the whole block is NaN)."""
+    codes = torch.arange(32, dtype=torch.uint8).repeat(5, 1) + 0x20  # small positive elements
+    scale_codes = torch.tensor([[0], [1], [127], [254], [255]], dtype=torch.uint8)
+    theirs = ao.mx_dequantize(codes, scale_codes, fmt, 32, torch.float32)
+    ours = decode(codes, fmt) * torch.exp2(scale_codes.float() - 127)
+    ours[4] = float("nan")
+    same = (theirs == ours) | (torch.isnan(theirs) & torch.isnan(ours))
+    assert bool(same.all()), f"blocks differ at scale codes {scale_codes[~same.all(1)].flatten().tolist()}"
+    assert bool((theirs[0] != 0).any()), "scale code 0 zeroed its block"

@@ -1,5 +1,6 @@
 """torchao's Float8Linear on the GPU against fp8ref's emulation (same recipe), and its compiled
-casts against eager. On the GPU torchao runs _scaled_mm, so outputs are compared by SQNR: the
+casts against eager; compiled forward+backward against eager and the weight cast after optimizer
+steps (tests/float8linear_checks.py). On the GPU torchao runs _scaled_mm, so outputs are compared by SQNR: the
 two differ only by bfloat16 output rounding and accumulation order (~50 dB on CPU; >= 35 dB
 required). Casts and scales are elementwise and compared bitwise."""
 
@@ -15,8 +16,17 @@ from fp8ref.formats import E4M3FN
 from fp8ref.metrics import sqnr
 from fp8ref.quantize import quantize
 from fp8ref.scaling import axiswise, tensorwise
+from tests.float8linear_checks import (  # noqa: F401 - collected as tests of this module
+    test_compiled_float8linear_forward_and_backward_match_eager,
+    test_weight_cast_follows_the_weight_after_optimizer_steps,
+)
 
 pytestmark = [pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("torchao")]
+
+
+@pytest.fixture
+def linear_device(gpu_device: str) -> str:
+    return gpu_device
 
 
 def _run(module, x, g):

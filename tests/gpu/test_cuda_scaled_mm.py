@@ -1,5 +1,5 @@
 """torch._scaled_mm on the GPU against fp8ref's dequantized reference: tensorwise, rowwise,
-blockwise (1x128 activations, 128x128 weights) where this torch supports it, MX on sm100; fast
+blockwise (1x128 activations, 128x128 weights) on sm90, MX on sm100; fast
 accumulation on and off. Judged by DeepGEMM's calc_diff (< 1e-3) and SQNR (>= 25 dB) against
 the exact product of the FP8 values (float64), which is what the kernel approximates."""
 
@@ -10,7 +10,6 @@ from fp8ref import install
 from fp8ref.formats import E4M3FN
 from fp8ref.metrics import calc_diff, sqnr
 from fp8ref.quantize import quantize
-from fp8ref.refusals import attempt
 from fp8ref.scaling import axiswise, block, mx, tensorwise, tile
 
 pytestmark = pytest.mark.sm(89, "FP8 tensor cores")
@@ -32,14 +31,6 @@ def _operands(a_g, b_g, dry_run, device):
     return qa, qb, A, B, ref
 
 
-def _scaled_mm_if_supported(A, B, sa, sb, label, device, record_observation, skip_unless):
-    """Run a scaling mode this torch may not have on this device; skip, saying so, if it refuses."""
-    ok, out = attempt(lambda: torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16))
-    record_observation(f"_scaled_mm {label} on {device}", "supported" if ok else out)
-    skip_unless(None if ok else out, f"{label} torch._scaled_mm on {device}")
-    return out
-
-
 def _check(out, ref, what):
     out = out.double().cpu()
     d, db = calc_diff(out, ref), sqnr(out, ref)
@@ -59,25 +50,32 @@ def test_scaled_mm_on_device_matches_the_reference(gran, fast_accum, gpu_device,
     _check(out, ref, f"{gran} fast_accum={fast_accum} on {gpu_device}")
 
 
-@pytest.mark.sm(90, "blockwise scaled_mm")
-def test_blockwise_scaled_mm_where_supported(gpu_device, dry_run, record_observation, skip_unless):
+@pytest.mark.sm(90, "blockwise scaled_mm: cuBLAS has 1x128/128x128 scaling on sm90 only", only=True)
+def test_blockwise_scaled_mm_matches_the_reference(gpu_device, dry_run, skip_unless):
+    """DeepSeek-V3 blockwise: 1x128 tiles for A, 128x128 blocks for B. The layouts are the ones
+    torch's ScaledBlas.cpp checks: A's scale (M, K/128) outer-dim-major (strides (1, M)), B's
+    (K/128, N/128) with strides (1, K/128). Only a refusal of the minimal call skips; an error
+    from this call is a failure."""
+    skip_unless(install.scaled_mm("blockwise", torch.bfloat16, gpu_device),
+                f"blockwise torch._scaled_mm on {gpu_device}")
     qa, qb, A, B, ref = _operands(tile(128), block(128), dry_run, gpu_device)
-    sa = (1 / qa.scale).to(gpu_device)  # (M, K/128)
-    sb = (1 / qb.scale).to(gpu_device).t()  # (K/128, N/128)
-    out = _scaled_mm_if_supported(A, B, sa, sb, "blockwise 1x128/128x128", gpu_device, record_observation,
-                                  skip_unless)
+    sa = (1 / qa.scale).to(gpu_device).t().contiguous().t()  # (M, K/128), strides (1, M)
+    sb = (1 / qb.scale).to(gpu_device).t()  # (K/128, N/128), strides (1, K/128)
+    assert sa.stride() == (1, sa.shape[0]) and sb.stride() == (1, sb.shape[0])
+    out = torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
     _check(out, ref, "blockwise")
 
 
 @pytest.mark.sm(100, "MX scaled_mm")
 @pytest.mark.needs("torchao")
-def test_mx_scaled_mm_where_supported(gpu_device, dry_run, record_observation, skip_unless):
+def test_mx_scaled_mm_matches_the_reference(gpu_device, dry_run, skip_unless):
     """MXFP8 through _scaled_mm takes E8M0 scales in cuBLAS's swizzled layout; fp8ref builds
-    the naive layout, so this test swizzles with torchao's helper when it is there."""
+    the naive layout, and torchao's to_blocked swizzles it."""
     from torchao.prototype.mx_formats.utils import to_blocked
 
+    skip_unless(install.scaled_mm("mx", torch.bfloat16, gpu_device), f"mx torch._scaled_mm on {gpu_device}")
     qa, qb, A, B, ref = _operands(mx(32), mx(32), dry_run, gpu_device)
     sa = to_blocked(qa.scale_e8m0.view(torch.float8_e8m0fnu)).to(gpu_device)
     sb = to_blocked(qb.scale_e8m0.view(torch.float8_e8m0fnu)).to(gpu_device)
-    out = _scaled_mm_if_supported(A, B, sa, sb, "mxfp8", gpu_device, record_observation, skip_unless)
+    out = torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
     _check(out, ref, "mxfp8")

@@ -1,6 +1,7 @@
 """Throughput on the GPU: FP8 _scaled_mm vs bf16 mm on LLM projection shapes, Float8Linear
-forward+backward vs nn.Linear per recipe, and one training step. Numbers go into the benchmark
-JSON (extra_info) and the "FP8 throughput" table at the end of the run.
+forward+backward vs nn.Linear per recipe, and one training step, both compiled. The ratios come
+from fp8ref.bench.device_time (CUDA events over back-to-back calls, warm-up excluded) and go into
+the benchmark JSON (extra_info) and the "FP8 throughput" table at the end of the run.
 
 Only robust ratios are asserted (FP8 >= 1.3x bf16 on the 8192^3 GEMM on sm90+), never absolute
 times; --fp8-no-speed-asserts turns that off, and the --fp8-dry-run (CPU, tiny shapes) asserts
@@ -8,12 +9,11 @@ nothing about speed. Marked benchmark: run with `pytest -m gpu` (they are gpu te
 `pytest -m "gpu and benchmark"`."""
 
 import copy
-import dataclasses
 
 import pytest
 import torch
 
-from fp8ref.bench import LLM_GEMM_SHAPES, best_time, scaled_mm_vs_bf16
+from fp8ref.bench import LLM_GEMM_SHAPES, device_time, scaled_mm_vs_bf16
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("pytest_benchmark")]
 
@@ -33,7 +33,7 @@ def test_scaled_mm_vs_bf16_mm_throughput(name, m, k, n, gpu_device, dry_run, spe
     def fp8():
         out = torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16, use_fast_accum=True)
         if gpu_device == "cuda":
-            torch.cuda.synchronize()  # inside the timed target
+            torch.cuda.synchronize()  # inside pytest-benchmark's timed call: the kernel, not its enqueue
         return out
 
     out = benchmark(fp8)
@@ -48,66 +48,75 @@ def test_scaled_mm_vs_bf16_mm_throughput(name, m, k, n, gpu_device, dry_run, spe
         )
 
 
+def _train_step(model: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor, opt=None):
+    """One forward and backward with a real (random, full-stride) output gradient; gradients are
+    dropped before each step, so nothing accumulates across timed calls."""
+
+    def step():
+        if opt is None:
+            model.zero_grad(set_to_none=True)
+        else:
+            opt.zero_grad(set_to_none=True)
+        model(x).backward(grad)
+        if opt is not None:
+            opt.step()
+
+    return step
+
+
+def _compiled(model: torch.nn.Module, dry_run: bool) -> torch.nn.Module:
+    """torch.compile'd on CUDA (torchao's casts fuse only when compiled); eager in the CPU dry run,
+    which only keeps the test alive."""
+    return model if dry_run else torch.compile(model)
+
+
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("recipe", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise"))])
 def test_float8linear_fwd_bwd_vs_linear(recipe, gpu_device, dry_run, benchmark, record_throughput):
+    """Compiled Float8Linear forward+backward against compiled nn.Linear, each timed with CUDA
+    events over back-to-back steps after warm-up (compilation excluded)."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     tokens, d_in, d_out = (64, 128, 256) if dry_run else (16384, 4096, 14336)
     lin = torch.nn.Sequential(torch.nn.Linear(d_in, d_out, bias=False)).to(torch.bfloat16).to(gpu_device)
     f8 = convert_to_float8_training(copy.deepcopy(lin), config=Float8LinearConfig.from_recipe_name(recipe))
-    x = torch.randn(tokens, d_in, device=gpu_device, dtype=torch.bfloat16, requires_grad=True)
-
-    def step(m):
-        def run():
-            m(x).sum().backward()
-        return run
-
-    t_bf16, t_fp8 = best_time(step(lin), repeat=3), best_time(step(f8), repeat=3)
-    benchmark(step(f8))
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(tokens, d_in, generator=gen).to(gpu_device, torch.bfloat16).requires_grad_()
+    grad = torch.randn(tokens, d_out, generator=gen).to(gpu_device, torch.bfloat16)
+    hp_step, f8_step = _train_step(_compiled(lin, dry_run), x, grad), _train_step(_compiled(f8, dry_run), x, grad)
+    iters = 3 if dry_run else 20
+    t_bf16, t_fp8 = device_time(hp_step, iters=iters), device_time(f8_step, iters=iters)
+    benchmark(f8_step)
     row = {"bf16_ms": 1e3 * t_bf16, "fp8_ms": 1e3 * t_fp8, "fp8_speedup": t_bf16 / t_fp8}
     benchmark.extra_info.update(row)
-    record_throughput({"name": f"Float8Linear {recipe} fwd+bwd ({tokens}x{d_in}->{d_out})", **row})
+    record_throughput({"name": f"Float8Linear {recipe} fwd+bwd, compiled ({tokens}x{d_in}->{d_out})", **row})
     assert x.grad is not None and torch.isfinite(x.grad.float()).all()
 
 
 @pytest.mark.needs("torchao")
 def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_throughput):
+    """A compiled MLP stack's full AdamW step, bf16 against torchao tensorwise FP8."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     d, layers, tokens = (128, 2, 64) if dry_run else (4096, 4, 8192)
 
     def model():
         torch.manual_seed(0)
-        return (
-            torch.nn.Sequential(
-                *[
-                    torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-                    for _ in range(layers)
-                ]
-            )
-            .to(torch.bfloat16)
-            .to(gpu_device)
-        )
+        blocks = [torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+                  for _ in range(layers)]
+        return torch.nn.Sequential(*blocks).to(torch.bfloat16).to(gpu_device)
 
-    x = torch.randn(tokens, d, device=gpu_device, dtype=torch.bfloat16)
-
-    def trainer(m):
-        opt = torch.optim.AdamW(m.parameters(), lr=1e-4)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            m(x).float().square().mean().backward()
-            opt.step()
-        return step
-
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(tokens, d, generator=gen).to(gpu_device, torch.bfloat16)
+    grad = torch.randn(tokens, d, generator=gen).to(gpu_device, torch.bfloat16)
     hp = model()
-    f8 = convert_to_float8_training(
-        model(), config=dataclasses.replace(Float8LinearConfig.from_recipe_name("tensorwise"))
-    )
-    t_bf16, t_fp8 = best_time(trainer(hp), repeat=3), best_time(trainer(f8), repeat=3)
-    benchmark(trainer(f8))
+    f8 = convert_to_float8_training(model(), config=Float8LinearConfig.from_recipe_name("tensorwise"))
+    steps = {name: _train_step(_compiled(m, dry_run), x, grad, torch.optim.AdamW(m.parameters(), lr=1e-4))
+             for name, m in (("bf16", hp), ("fp8", f8))}
+    iters = 3 if dry_run else 10
+    t_bf16, t_fp8 = device_time(steps["bf16"], iters=iters), device_time(steps["fp8"], iters=iters)
+    benchmark(steps["fp8"])
     row = {"bf16_tokens_s": tokens / t_bf16, "fp8_tokens_s": tokens / t_fp8, "fp8_speedup": t_bf16 / t_fp8}
     benchmark.extra_info.update(row)
-    record_throughput({"name": f"training step ({layers} MLP blocks, d={d}, {tokens} tokens)", **row})
+    record_throughput({"name": f"training step, compiled ({layers} MLP blocks, d={d}, {tokens} tokens)", **row})
     assert all(torch.isfinite(p).all() for p in f8.parameters())

@@ -1,0 +1,101 @@
+"""torchao Float8Linear checks shared by the CPU suite (tests/cpu/test_torchao_linear.py) and the
+CUDA one (tests/gpu/test_cuda_float8linear.py): each test takes the ``linear_device`` fixture its
+module defines, and skips (naming the versions) only where the install refuses the recipe.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from fp8ref import install
+from fp8ref.emulate import Fp8Linear
+
+U_BF16 = 2.0**-8  # half an ulp of bfloat16, relative
+
+
+def _problem(device: str, d_in: int = 256, d_out: int = 128, tokens: int = 64, seed: int = 0):
+    torch.manual_seed(seed)
+    lin = torch.nn.Linear(d_in, d_out, bias=False).to(torch.bfloat16).to(device)
+    gen = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(tokens, d_in, generator=gen).to(torch.bfloat16).to(device)
+    g = torch.randn(tokens, d_out, generator=gen).to(torch.bfloat16).to(device)
+    return lin, x, g
+
+
+def _convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) -> torch.nn.Module:
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
+    return convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)), config=cfg)
+
+
+def _fwd_bwd(module: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor]:
+    xi = x.clone().requires_grad_()
+    y = module(xi)
+    y.backward(g)
+    inner = getattr(module, "_orig_mod", module)  # unwrap torch.compile
+    return {"output": y.detach(), "grad_input": xi.grad, "grad_weight": inner[0].weight.grad}
+
+
+@pytest.mark.parametrize("recipe", install.TORCHAO_RECIPES)
+def test_compiled_float8linear_forward_and_backward_match_eager(recipe, linear_device, skip_unless):
+    """Guards: a codegen change that makes compiled float8 training produce NaN/Inf or other
+    numbers while eager is fine. Compiled and eager cast the same values (the casts are compared
+    bitwise elsewhere); inductor may fuse and reorder the GEMMs' surroundings, so each output is
+    held to |compiled - eager| <= 2u|eager| + 2(K+3)2^-24 m, with u half a bfloat16 ulp and m the
+    magnitude sum of the GEMM's high-precision operands (x 1.1 for their FP8 rounding)."""
+    skip_unless(install.torchao_recipe(recipe, linear_device), f"torchao's {recipe} Float8Linear on {linear_device}")
+    lin, x, g = _problem(linear_device)
+    m = _convert(lin, recipe)
+    eager = _fwd_bwd(m, x, g)
+    compiled = _fwd_bwd(torch.compile(copy.deepcopy(m)), x, g)
+    x2, g2, w = x.double().cpu(), g.double().cpu(), lin.weight.double().cpu()
+    mags = {"output": x2.abs() @ w.abs().t(), "grad_input": g2.abs() @ w.abs(), "grad_weight": g2.abs().t() @ x2.abs()}
+    ks = {"output": x2.shape[1], "grad_input": g2.shape[1], "grad_weight": x2.shape[0]}
+    for name, mag in mags.items():
+        c, e = compiled[name].double().cpu(), eager[name].double().cpu()
+        assert bool(torch.isfinite(c).all()), f"compiled {recipe} {name} on {linear_device} is not finite"
+        bound = 2 * U_BF16 * e.abs() + 2 * (ks[name] + 3) * 2.0**-24 * 1.1 * mag
+        excess = (c - e).abs() - bound
+        assert bool((excess <= 0).all()), (
+            f"compiled {recipe} {name} on {linear_device}: {int((excess > 0).sum())} elements outside the bound, "
+            f"max excess {excess.max().item():.3e}")
+
+
+@pytest.mark.parametrize("recipe", install.TORCHAO_RECIPES)
+def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_device, skip_unless):
+    """Guards: a cached FP8 weight (or its scale) that is not refreshed after the optimizer moves
+    the weight: silent drift. After each SGD step, torchao's forward must equal fp8ref's emulated
+    linear built from the *current* weight, and the step must have changed the weight's amax. With
+    emulate=True both compute a float32 product of the same FP8 values: bitwise on the CPU; on a
+    GPU the two matmuls may sum in other orders, so within 2u|y| + 2(K+3)2^-24 m (as above), far
+    below what a stale weight scale would change."""
+    skip_unless(install.torchao_float8(), "torchao.float8")
+    lin, x, g = _problem(linear_device, seed=5)
+    m = _convert(lin, recipe, emulate=True)
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    amaxes = []
+    for step in range(3):
+        weight = m[0].weight
+        amaxes.append(weight.detach().abs().max().item())
+        ours = Fp8Linear.from_linear(copy.deepcopy(lin).requires_grad_(False), recipe)
+        with torch.no_grad():
+            ours.weight.copy_(weight)
+            theirs_y, ours_y = m(x), ours(x)
+        if linear_device == "cpu":
+            ok = torch.equal(theirs_y, ours_y)
+        else:
+            mag = 1.1 * (x.double().abs() @ weight.detach().double().abs().t())
+            bound = 2 * U_BF16 * ours_y.double().abs() + 2 * (x.shape[1] + 3) * 2.0**-24 * mag
+            ok = bool(((theirs_y.double() - ours_y.double()).abs() <= bound).all())
+        assert ok, (
+            f"{recipe} on {linear_device}, after {step} optimizer steps: torchao's output differs from the "
+            f"emulation with the current weight (max |diff| {(theirs_y - ours_y).abs().max().item():.3e})")
+        opt.zero_grad(set_to_none=True)
+        m(x).backward(g * 64)
+        opt.step()
+    assert len(set(amaxes)) == len(amaxes), f"the steps did not move the weight's amax: {amaxes}"

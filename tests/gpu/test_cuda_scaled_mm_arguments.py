@@ -1,0 +1,28 @@
+"""The _scaled_mm argument checks of tests/scaled_mm_checks.py on the GPU: every out dtype with
+fast accumulation on and off (bounded by the accumulator width measured on the device), bias
+under non-unit scales, rows not a multiple of the kernel's tile, compiled against exact, FP8
+output with scale_result, and the accumulator width itself."""
+
+import pytest
+
+from tests.scaled_mm_checks import (  # noqa: F401 - collected as tests of this module
+    test_bias_is_added_once_under_non_unit_scales,
+    test_compiled_scaled_mm_matches_the_exact_product,
+    test_every_out_dtype_matches_the_exact_product,
+    test_fp8_output_applies_scale_result,
+    test_rows_not_a_multiple_of_the_tile,
+    test_without_fast_accumulation_the_accumulator_keeps_float32_bits,
+)
+
+pytestmark = pytest.mark.sm(89, "FP8 tensor cores")
+
+
+@pytest.fixture
+def mm_device(gpu_device: str) -> str:
+    return gpu_device
+
+
+@pytest.fixture
+def ragged_m(gpu_device: str) -> tuple[int, ...]:
+    """Row counts that are not multiples of 16 or of 256 (CUDA rowwise kernels tile M by up to 256)."""
+    return (1, 17, 100) if gpu_device == "cpu" else (17, 300, 4100)

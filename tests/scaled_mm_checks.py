@@ -1,0 +1,179 @@
+"""``torch._scaled_mm`` against the exact product of its FP8 operands, for the arguments real
+regressions shipped in. Shared by the CPU tests (tests/cpu/test_scaled_mm_arguments.py) and the
+CUDA ones (tests/gpu/test_cuda_scaled_mm_arguments.py): each check takes the device.
+
+Operands come from fp8ref's codec (quantize), the reference from its decode, so nothing in the
+reference runs the cast or GEMM under test. Rows and columns are given magnitudes up to 2^6
+apart, so rowwise scales differ per row and per column by large factors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from fp8ref import install
+from fp8ref.formats import E4M3FN
+from fp8ref.gemm_probes import accumulator_bits, reference_bound, scale_result_rule
+from fp8ref.quantize import quantize
+from fp8ref.scaling import axiswise, tensorwise
+
+E4M3 = torch.float8_e4m3fn
+
+
+@dataclass
+class Case:
+    A: torch.Tensor  # (M, K) E4M3, row-major, on the device
+    B: torch.Tensor  # (K, N) E4M3, column-major, on the device
+    scale_a: torch.Tensor  # dequantization scales as _scaled_mm takes them, on the device
+    scale_b: torch.Tensor
+    va: torch.Tensor  # the operands' values (codec decode), float64, CPU
+    vb: torch.Tensor
+
+
+def case(m: int, k: int, n: int, scaling: str, device: str, seed: int = 0) -> Case:
+    """FP8 operands for ``scaling`` (tensorwise: one non-unit scale each; rowwise: one per row of
+    A and per column of B)."""
+    gen = torch.Generator().manual_seed(seed)
+    rows = torch.exp2(torch.randint(-3, 4, (m, 1), generator=gen).float())
+    cols = torch.exp2(torch.randint(-3, 4, (n, 1), generator=gen).float())
+    a = torch.randn(m, k, generator=gen) * rows * 1.37
+    b = torch.randn(n, k, generator=gen) * cols / 2.9
+    g = tensorwise() if scaling == "tensorwise" else axiswise(-1)
+    qa, qb = quantize(a, E4M3FN, g), quantize(b, E4M3FN, g)
+    inv_a, inv_b = 1 / qa.scale, 1 / qb.scale  # tensorwise (); rowwise (M, 1) and (N, 1)
+    if scaling == "rowwise":
+        inv_b = inv_b.t().contiguous()  # (1, N)
+    return Case(qa.codes.view(E4M3).to(device), qb.codes.view(E4M3).to(device).t(),
+                inv_a.to(device), inv_b.to(device), qa.values().double(), qb.values().double().t())
+
+
+def run(c: Case, out_dtype: torch.dtype, bias: torch.Tensor | None = None, fast_accum: bool = False,
+        compiled: bool = False) -> torch.Tensor:
+    def mm(A, B, sa, sb, bias):
+        return torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype,
+                                use_fast_accum=fast_accum)
+
+    fn = torch.compile(mm, dynamic=False) if compiled else mm
+    return fn(c.A, c.B, c.scale_a, c.scale_b, bias)
+
+
+def excess(c: Case, out: torch.Tensor, out_dtype: torch.dtype, bias: torch.Tensor | None = None,
+           accum_bits: int = 23) -> str | None:
+    """None when every element of ``out`` lies within the derived bound of the exact result;
+    otherwise a line naming the worst element."""
+    assert out.dtype == out_dtype, f"out dtype {out.dtype}, asked for {out_dtype}"
+    assert out.shape == (c.va.shape[0], c.vb.shape[1]), f"out shape {tuple(out.shape)}"
+    ref, bound = reference_bound(c.va, c.vb, c.scale_a, c.scale_b, out_dtype, bias, accum_bits)
+    err = (out.double().cpu() - ref).abs()
+    bad = ~(err <= bound)  # NaN counts as bad
+    if not bool(bad.any()):
+        return None
+    i, j = divmod(int(torch.argmax(torch.where(bad, err - bound, torch.zeros_like(err)).nan_to_num(1e300))),
+                  ref.shape[1])
+    return (f"{int(bad.sum())} of {bad.numel()} elements outside the bound; worst [{i}, {j}]: got "
+            f"{out[i, j].item()!r}, exact {ref[i, j].item()!r}, bound {bound[i, j].item():.3e}")
+
+
+# --- the checks, as tests: imported by tests/cpu/test_scaled_mm.py and
+# tests/gpu/test_cuda_scaled_mm_arguments.py, each of which defines the ``mm_device`` fixture ---
+
+SCALINGS = ["tensorwise", "rowwise"]
+OUT_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+def _need(skip_unless, scaling, out_dtype, device):
+    skip_unless(install.scaled_mm(scaling, out_dtype, device), f"{scaling} torch._scaled_mm to {out_dtype} on {device}")
+
+
+def _shape(device: str) -> tuple[int, int, int]:
+    return (64, 128, 48) if device == "cpu" else (512, 1024, 768)
+
+
+@pytest.mark.parametrize("fast_accum", [False, True], ids=["exact-accum", "fast-accum"])
+@pytest.mark.parametrize("out_dtype", OUT_DTYPES, ids=str)
+@pytest.mark.parametrize("scaling", SCALINGS)
+def test_every_out_dtype_matches_the_exact_product(scaling, out_dtype, fast_accum, mm_device, skip_unless):
+    """Guards: an out dtype whose epilogue rounds or converts wrongly; rowwise scales applied to
+    the wrong axis (rows and columns here have different scales, up to 2^6 apart). The bound
+    uses the accumulator width this device is measured to keep (fast accumulation keeps fewer
+    bits on Hopper)."""
+    _need(skip_unless, scaling, out_dtype, mm_device)
+    c = case(*_shape(mm_device), scaling, mm_device)
+    bits = accumulator_bits(mm_device, fast_accum)
+    problem = excess(c, run(c, out_dtype, fast_accum=fast_accum), out_dtype, accum_bits=bits)
+    assert problem is None, f"{scaling} -> {out_dtype}, fast_accum={fast_accum} on {mm_device}: {problem}"
+
+
+@pytest.mark.parametrize("scaling", SCALINGS)
+def test_bias_is_added_once_under_non_unit_scales(scaling, mm_device, skip_unless):
+    """Guards: a bias scaled together with the product (by scale_a * scale_b), or added twice.
+    The scales here are far from 1, so either would be far outside the bound."""
+    _need(skip_unless, scaling, torch.bfloat16, mm_device)
+    c = case(*_shape(mm_device), scaling, mm_device, seed=1)
+    gen = torch.Generator().manual_seed(2)
+    bias = (torch.randn(c.vb.shape[1], generator=gen) * 8).to(torch.bfloat16)
+    out = run(c, torch.bfloat16, bias=bias.to(mm_device))
+    problem = excess(c, out, torch.bfloat16, bias=bias)
+    assert problem is None, f"{scaling} with bias on {mm_device}: {problem}"
+
+
+@pytest.mark.parametrize("scaling", SCALINGS)
+def test_rows_not_a_multiple_of_the_tile(scaling, mm_device, ragged_m, skip_unless):
+    """Guards: the M tail of a kernel tiled in M (an illegal memory access once lived in CUDA
+    rowwise scaled_mm with M not a multiple of 256; on CPU, M not a multiple of 16)."""
+    _need(skip_unless, scaling, torch.bfloat16, mm_device)
+    _, k, n = _shape(mm_device)
+    for m in ragged_m:
+        c = case(m, k, n, scaling, mm_device, seed=m)
+        problem = excess(c, run(c, torch.bfloat16), torch.bfloat16)
+        assert problem is None, f"{scaling}, M={m} on {mm_device}: {problem}"
+
+
+@pytest.mark.parametrize("scaling", SCALINGS)
+def test_compiled_scaled_mm_matches_the_exact_product(scaling, mm_device, skip_unless, record_observation):
+    """Guards: inductor's scaled-mm lowering picking another scaling than eager (compiled output
+    held to the same bound as eager); whether it is bitwise equal to eager is reported."""
+    _need(skip_unless, scaling, torch.bfloat16, mm_device)
+    c = case(*_shape(mm_device), scaling, mm_device, seed=3)
+    eager, compiled = run(c, torch.bfloat16), run(c, torch.bfloat16, compiled=True)
+    record_observation(f"torch.compile(_scaled_mm) {scaling} on {mm_device}",
+                       "bitwise equal to eager" if torch.equal(eager, compiled) else "differs from eager")
+    problem = excess(c, compiled, torch.bfloat16)
+    assert problem is None, f"compiled {scaling} on {mm_device}: {problem}"
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=str)
+def test_fp8_output_applies_scale_result(out_dtype, mm_device, skip_unless, record_observation):
+    """Guards: ``scale_result`` silently ignored for an FP8 output. Which way it applies is
+    implementation-defined (pinned in the profile as scaled_mm.scale_result); that it applies,
+    and to the right value, is checked: decode(out) is the exact result under that rule, within
+    half an FP8 ulp plus float32 accumulation, and half the smallest subnormal near zero."""
+    _need(skip_unless, "tensorwise", out_dtype, mm_device)
+    rule = scale_result_rule(mm_device, out_dtype)
+    record_observation(f"_scaled_mm scale_result with {out_dtype} output on {mm_device}", rule)
+    assert rule in ("divides", "multiplies"), f"scale_result with {out_dtype} output on {mm_device}: {rule}"
+    c = case(32, 64, 32, "tensorwise", mm_device, seed=4)
+    ref, bound = reference_bound(c.va, c.vb, c.scale_a, c.scale_b, torch.float32)
+    t = 2.0 ** float(torch.ceil(torch.log2(ref.abs().max() / 100)))  # the result / t stays below 448
+    s = t if rule == "divides" else 1 / t
+    out = torch._scaled_mm(c.A, c.B, scale_a=c.scale_a, scale_b=c.scale_b, out_dtype=out_dtype,
+                           scale_result=torch.tensor(s, device=mm_device))
+    want, tol = ref / t, bound / t + torch.finfo(out_dtype).eps / 2 * (ref / t).abs() + \
+        torch.finfo(out_dtype).smallest_normal * torch.finfo(out_dtype).eps / 2
+    err = (out.double().cpu() - want).abs()
+    assert bool((err <= tol).all()), f"max excess {(err - tol).max().item():.3e} ({out_dtype}, rule {rule})"
+
+
+def test_without_fast_accumulation_the_accumulator_keeps_float32_bits(mm_device, skip_unless, record_observation):
+    """Guards: a kernel that drops low bits while use_fast_accum=False promises float32
+    accumulation (calc_diff < 1e-3 cannot see 14 bits against 23). Fast accumulation's width is
+    implementation-defined: reported here, pinned in the profile (scaled_mm.accum_bits.fast)."""
+    _need(skip_unless, "tensorwise", torch.float32, mm_device)
+    exact, fast = accumulator_bits(mm_device, False), accumulator_bits(mm_device, True)
+    record_observation(f"_scaled_mm accumulator bits on {mm_device} (23 = float32's)",
+                       f"exact {exact}, fast {fast}")
+    assert exact == 23, f"use_fast_accum=False kept {exact} bits on {mm_device}"
+    assert 0 <= fast <= exact
