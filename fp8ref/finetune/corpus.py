@@ -24,6 +24,8 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
+from ..validate import instance, integer, positive_int
+
 __all__ = ["GRAMMAR", "Grammar", "ByteTokenizer", "documents", "grammar_dataset", "pack"]
 
 # Lexicon by word class. Weights within a class fall off as 1/rank (a Zipf-like shape).
@@ -112,8 +114,7 @@ class Grammar:
     def walk(self, seed: int) -> Iterator[tuple[str, str]]:
         """An endless deterministic walk from ``start``: ``(state, word)`` pairs. Uses
         ``random.Random(seed)``, whose stream Python keeps stable across versions."""
-        if not isinstance(seed, int) or isinstance(seed, bool):
-            raise TypeError(f"seed: expected an int, got {type(seed).__name__}")
+        integer(seed, "seed")
         rng = random.Random(seed)
         table = {s: ([w for w, _, _ in arcs], list(_cumulative([p for _, p, _ in arcs])),
                      {w: nxt for w, _, nxt in arcs}) for s, arcs in self.rules.items()}
@@ -162,8 +163,7 @@ GRAMMAR = _build_grammar()
 def documents(n_tokens: int, seed: int = 0, grammar: Grammar = GRAMMAR) -> list[str]:
     """Whole documents of the grammar's walk from ``seed`` until at least ``n_tokens`` byte-level
     tokens (text bytes plus one EOS per document) have been produced."""
-    if not isinstance(n_tokens, int) or isinstance(n_tokens, bool) or n_tokens < 1:
-        raise ValueError(f"n_tokens: expected a positive int, got {n_tokens!r}")
+    positive_int(n_tokens, "n_tokens")
     docs, parts, count = [], [], 0
     for state, word in grammar.walk(seed):
         count += grammar.tokens(state, word)
@@ -191,8 +191,7 @@ class ByteTokenizer:
     vocab_size = 272
 
     def encode(self, text: str) -> list[int]:
-        if not isinstance(text, str):
-            raise TypeError(f"text: expected a str, got {type(text).__name__}")
+        instance(text, str, "text", "a str")
         return list(text.encode("utf-8"))
 
     def decode(self, ids: Iterable[int]) -> str:

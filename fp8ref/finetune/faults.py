@@ -17,6 +17,7 @@ import math
 import torch
 
 from ..install import one_thread
+from ..validate import one_of
 
 __all__ = ["PERTURBATIONS", "perturbation"]
 
@@ -103,6 +104,4 @@ PERTURBATIONS = {
 
 def perturbation(name: str):
     """The context manager for ``name`` (a key of ``PERTURBATIONS``)."""
-    if name not in PERTURBATIONS:
-        raise ValueError(f"name: expected one of {sorted(PERTURBATIONS)}, got {name!r}")
-    return PERTURBATIONS[name][1]()
+    return PERTURBATIONS[one_of(name, sorted(PERTURBATIONS), "name")][1]()

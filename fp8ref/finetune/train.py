@@ -30,6 +30,7 @@ from ..emulate import default_module_filter
 from ..install import TORCHAO_RECIPES, package_version, require, versions
 from ..recipes import RECIPES
 from ..torchao_compat import require_torchao
+from ..validate import instance, one_of
 from .corpus import GRAMMAR, ByteTokenizer, grammar_dataset, pack
 from .presets import FP8_BUDGET, PARITY_Z, PRESETS
 
@@ -81,10 +82,8 @@ class FinetuneConfig:
 
     def resolved(self) -> FinetuneConfig:
         """A validated copy with every ``None`` default filled in."""
-        if self.preset not in PRESETS:
-            raise ValueError(f"preset: expected one of {sorted(PRESETS)}, got {self.preset!r}")
-        if self.backend not in BACKENDS:
-            raise ValueError(f"backend: expected one of {BACKENDS}, got {self.backend!r}")
+        one_of(self.preset, sorted(PRESETS), "preset")
+        one_of(self.backend, BACKENDS, "backend")
         allowed = TORCHAO_RECIPES if self.backend == "torchao" else tuple(RECIPES)
         if self.recipe not in allowed:
             raise ValueError(f"recipe: the {self.backend} backend takes one of {allowed}, got {self.recipe!r}")
@@ -457,8 +456,7 @@ def _tail(losses: list) -> float:
 def compare(cfg: FinetuneConfig, progress: Progress | None = None) -> dict:
     """Train bf16, then FP8, from the same weights on the same batches, then ``noise_runs`` more
     bf16 runs from one-ulp-nudged weights; the results document, with the parity verdict."""
-    if not isinstance(cfg, FinetuneConfig):
-        raise TypeError(f"cfg: expected a FinetuneConfig, got {type(cfg).__name__}")
+    instance(cfg, FinetuneConfig, "cfg", "a FinetuneConfig")
     cfg = cfg.resolved()
     build, source, batches, data_what, floor = _prepare(cfg)
     runs, fp8_info, n_params = {}, None, None
