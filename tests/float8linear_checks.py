@@ -1,6 +1,7 @@
 """torchao Float8Linear checks shared by the CPU suite (tests/cpu/test_torchao_linear.py) and the
 CUDA one (tests/gpu/test_cuda_float8linear.py): each test takes the ``linear_device`` fixture its
-module defines, and skips (naming the versions) only where the install refuses the recipe.
+module defines, and skips (naming the versions) only where the install refuses the recipe. The
+helpers ``torchao_convert`` and ``fwd_bwd`` serve the other Float8Linear tests of both modules too.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import torch
 
 from fp8ref import install
 from fp8ref.emulate import Fp8Linear
+from fp8ref.gemm_probes import half_ulp
 
-U_BF16 = 2.0**-8  # half an ulp of bfloat16, relative
+U_BF16 = half_ulp(torch.bfloat16)  # 2^-8, relative
 
 
 def _problem(device: str, d_in: int = 256, d_out: int = 128, tokens: int = 64, seed: int = 0):
@@ -26,19 +28,24 @@ def _problem(device: str, d_in: int = 256, d_out: int = 128, tokens: int = 64, s
     return lin, x, g
 
 
-def _convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) -> torch.nn.Module:
+def torchao_convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) -> torch.nn.Module:
+    """A copy of ``lin`` in a Sequential, converted by torchao's float8 training for ``recipe``."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
     return convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)), config=cfg)
 
 
-def _fwd_bwd(module: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor]:
+def fwd_bwd(module: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor | None]:
+    """Forward ``x`` and backward ``g`` through a Linear (bare, in a Sequential, or compiled):
+    output, grad_input, grad_weight and grad_bias (None without a bias)."""
     xi = x.clone().requires_grad_()
     y = module(xi)
     y.backward(g)
     inner = getattr(module, "_orig_mod", module)  # unwrap torch.compile
-    return {"output": y.detach(), "grad_input": xi.grad, "grad_weight": inner[0].weight.grad}
+    lin = inner[0] if isinstance(inner, torch.nn.Sequential) else inner
+    return {"output": y.detach(), "grad_input": xi.grad, "grad_weight": lin.weight.grad,
+            "grad_bias": None if lin.bias is None else lin.bias.grad}
 
 
 @pytest.mark.parametrize("recipe", install.TORCHAO_RECIPES)
@@ -50,9 +57,9 @@ def test_compiled_float8linear_forward_and_backward_match_eager(recipe, linear_d
     magnitude sum of the GEMM's high-precision operands (x 1.1 for their FP8 rounding)."""
     skip_unless(install.torchao_recipe(recipe, linear_device), f"torchao's {recipe} Float8Linear on {linear_device}")
     lin, x, g = _problem(linear_device)
-    m = _convert(lin, recipe)
-    eager = _fwd_bwd(m, x, g)
-    compiled = _fwd_bwd(torch.compile(copy.deepcopy(m)), x, g)
+    m = torchao_convert(lin, recipe)
+    eager = fwd_bwd(m, x, g)
+    compiled = fwd_bwd(torch.compile(copy.deepcopy(m)), x, g)
     x2, g2, w = x.double().cpu(), g.double().cpu(), lin.weight.double().cpu()
     mags = {"output": x2.abs() @ w.abs().t(), "grad_input": g2.abs() @ w.abs(), "grad_weight": g2.abs().t() @ x2.abs()}
     ks = {"output": x2.shape[1], "grad_input": g2.shape[1], "grad_weight": x2.shape[0]}
@@ -76,7 +83,7 @@ def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_dev
     below what a stale weight scale would change."""
     skip_unless(install.torchao_float8(), "torchao.float8")
     lin, x, g = _problem(linear_device, seed=5)
-    m = _convert(lin, recipe, emulate=True)
+    m = torchao_convert(lin, recipe, emulate=True)
     opt = torch.optim.SGD(m.parameters(), lr=0.5)
     amaxes = []
     for step in range(3):

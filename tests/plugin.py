@@ -54,8 +54,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         for pkg in mark.args:
             if not install.has_package(pkg):
                 pytest.skip(install.needs_package(pkg, "this test"))
-            if pkg == "torchao" and install.torchao_float8() is not None:
-                pytest.skip(f"{install.versions_line()} cannot import torchao.float8: {install.torchao_float8()}")
+            refusal = install.torchao_float8() if pkg == "torchao" else None
+            if refusal is not None:
+                pytest.skip(f"{install.versions_line()} cannot import torchao.float8: {refusal}")
     _gate_capability(item)
 
 

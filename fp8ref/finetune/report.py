@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 from ..install import require
-from .train import PARITY_Z
+from .presets import PARITY_Z
 
 __all__ = ["save_results", "summary_lines", "parity_line", "plot_losses"]
 

@@ -15,45 +15,35 @@ from fp8ref import install
 from fp8ref import torchao_compat as ao
 from fp8ref.emulate import Fp8Linear, convert, emulated_gemm
 from fp8ref.formats import E4M3FN
+from fp8ref.gemm_probes import half_ulp
 from fp8ref.metrics import sqnr
 from fp8ref.quantize import quantize
 from fp8ref.recipes import RECIPES
 from fp8ref.scaling import axiswise, tensorwise
-from tests.float8linear_checks import (  # noqa: F401 - collected as tests of this module
+from tests.float8linear_checks import (  # noqa: F401 - the tests are collected here
+    fwd_bwd,
     test_compiled_float8linear_forward_and_backward_match_eager,
     test_weight_cast_follows_the_weight_after_optimizer_steps,
+    torchao_convert,
 )
 
 pytestmark = [pytest.mark.needs("torchao")]
 
-U_OUT = {torch.bfloat16: 2.0**-8, torch.float16: 2.0**-11, torch.float32: 2.0**-24}  # half an ulp, relative
+U_OUT = {d: half_ulp(d) for d in (torch.bfloat16, torch.float16, torch.float32)}  # relative
 
 
 # --- Float8Linear ---------------------------------------------------------------------------
 AO_RECIPES = list(install.TORCHAO_RECIPES)
 
 
-def _run(module, x0, grad):
-    x = x0.clone().requires_grad_()
-    y = module(x)
-    y.backward(grad)
-    inner = getattr(module, "_orig_mod", module)  # unwrap torch.compile
-    lin = inner[0] if isinstance(inner, torch.nn.Sequential) else inner
-    return {"output": y.detach(), "grad_input": x.grad, "grad_weight": lin.weight.grad,
-            "grad_bias": None if lin.bias is None else lin.bias.grad}
-
-
 def _pair(recipe, emulate, dtype, bias, seed=0):
-    import torchao.float8 as torchao_float8
     torch.manual_seed(seed)
     lin = torch.nn.Linear(128, 64, bias=bias).to(dtype)
     gen = torch.Generator().manual_seed(seed + 1)
     x = torch.randn(4, 16, 128, generator=gen).to(dtype)
     g = torch.randn(4, 16, 64, generator=gen).to(dtype)
-    cfg = dataclasses.replace(torchao_float8.Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
-    theirs = torchao_float8.convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)), config=cfg)
     ours = Fp8Linear.from_linear(copy.deepcopy(lin), recipe)
-    return _run(theirs, x, g), _run(ours, x, g), (lin, x, g)
+    return fwd_bwd(torchao_convert(lin, recipe, emulate), x, g), fwd_bwd(ours, x, g), (lin, x, g)
 
 
 def _diff(a, b):
@@ -120,7 +110,7 @@ def test_float8linear_with_bias_matches_within_output_rounding(recipe, dtype, em
 def test_float8linear_sqnr_against_high_precision_meets_torchaos_thresholds(recipe, record_observation, skip_unless):
     skip_unless(install.torchao_recipe(recipe), f"torchao's {recipe} Float8Linear through torch._scaled_mm on cpu")
     theirs, _, (lin, x, g) = _pair(recipe, False, torch.bfloat16, bias=True)
-    hp = _run(copy.deepcopy(lin), x, g)
+    hp = fwd_bwd(copy.deepcopy(lin), x, g)
     out_db, gw_db, gx_db = (sqnr(theirs[k], hp[k]) for k in ("output", "grad_weight", "grad_input"))
     record_observation(f"torchao {recipe} bf16 SQNR vs high precision (out / grad_in / grad_w)",
                        f"{out_db:.1f} / {gx_db:.1f} / {gw_db:.1f} dB")

@@ -16,9 +16,11 @@ from fp8ref.formats import E4M3FN
 from fp8ref.metrics import sqnr
 from fp8ref.quantize import quantize
 from fp8ref.scaling import axiswise, tensorwise
-from tests.float8linear_checks import (  # noqa: F401 - collected as tests of this module
+from tests.float8linear_checks import (  # noqa: F401 - the tests are collected here
+    fwd_bwd,
     test_compiled_float8linear_forward_and_backward_match_eager,
     test_weight_cast_follows_the_weight_after_optimizer_steps,
+    torchao_convert,
 )
 
 pytestmark = [pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("torchao")]
@@ -29,31 +31,20 @@ def linear_device(gpu_device: str) -> str:
     return gpu_device
 
 
-def _run(module, x, g):
-    x = x.clone().requires_grad_()
-    y = module(x)
-    y.backward(g)
-    inner = getattr(module, "_orig_mod", module)
-    lin = inner[0] if isinstance(inner, torch.nn.Sequential) else inner
-    return y.detach(), x.grad, lin.weight.grad
-
-
 @pytest.mark.parametrize("recipe", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise")),
                                     pytest.param("rowwise_with_gw_hp", marks=pytest.mark.sm(90, "rowwise"))])
 def test_float8linear_on_device_matches_fp8ref(recipe, gpu_device, dry_run, skip_unless):
     skip_unless(install.torchao_recipe(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}")
-    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-
     d_in, d_out, tokens = (128, 64, 64) if dry_run else (2048, 4096, 4096)
     torch.manual_seed(0)
     lin = torch.nn.Linear(d_in, d_out, bias=False).to(torch.bfloat16).to(gpu_device)
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(tokens, d_in, generator=gen).to(torch.bfloat16).to(gpu_device)
     g = torch.randn(tokens, d_out, generator=gen).to(torch.bfloat16).to(gpu_device)
-    theirs = _run(convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)),
-                                             config=Float8LinearConfig.from_recipe_name(recipe)), x, g)
-    ours = _run(Fp8Linear.from_linear(copy.deepcopy(lin), recipe), x, g)
-    for name, a, b in zip(("output", "grad_input", "grad_weight"), theirs, ours):
+    theirs = fwd_bwd(torchao_convert(lin, recipe), x, g)
+    ours = fwd_bwd(Fp8Linear.from_linear(copy.deepcopy(lin), recipe), x, g)
+    for name in ("output", "grad_input", "grad_weight"):
+        a, b = theirs[name], ours[name]
         assert sqnr(a, b) >= 35, f"{recipe} {name} on {gpu_device}: SQNR {sqnr(a, b):.1f} dB"
 
 
