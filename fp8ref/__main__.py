@@ -18,10 +18,10 @@ _IMPORT_NOISE = ("torchao", "torch.utils._pytree")
 
 
 def _cmd_formats(args: argparse.Namespace) -> int:
-    from .formats import FORMATS, formats_table
+    from .formats import KNOWN_FORMATS, formats_table
 
     if args.json:
-        print(json.dumps([f.describe() for f in FORMATS.values()], indent=2))
+        print(json.dumps([f.describe() for f in KNOWN_FORMATS.values()], indent=2))
     else:
         print(formats_table())
     return 0

@@ -26,6 +26,19 @@ Special values (decided here, documented in docs/design.md):
 - E8M0FNU has no sign and no zero: negative numbers, -0.0 and 0.0 -> NaN (0xFF); positive values
   below 2^-127 round to 2^-127 (the nearest value the format has); ties between two powers of
   two (1.5 x 2^e) round up, which is what ties-to-even gives with zero mantissa bits.
+- FP4/FP6 (E2M1FN, E2M3FN, E3M2FN) have neither inf nor NaN: overflow and +-inf always go to
+  +-max (the OCP MX conversion saturates; there is nothing else to write), -0.0 -> the -0 code,
+  and NaN is refused with a ValueError (the spec leaves it to the implementation; the suite
+  observes what each one does instead of choosing for it).
+- UE4M3 (unsigned): negative values -> NaN (0x7F), -0.0 -> 0.
+
+Rounding modes: ``rne`` (the default and the only one the table paths serve), ``rtz`` (drop the
+bits; finite overflow gives max, as IEEE 754 rounds toward zero) and ``sr`` (stochastic: the kept
+value goes up one unit when a uniform 24-bit integer ``r`` satisfies ``r * 2^shift < rem * 2^24``,
+``rem`` being the ``shift`` dropped bits, i.e. with probability ``rem / 2^shift``). RTZ and SR
+run the exact algorithm.
+
+Packing (``pack_fp4``): two FP4 codes per byte, the even-indexed element in the low nibble.
 
 The fast paths (``encode``): bfloat16/float16 inputs index a 65,536-entry table built by
 ``_encode_exact`` over every 16-bit pattern. float32 inputs are first rounded *to odd* into a
@@ -44,11 +57,20 @@ import functools
 import torch
 
 from .formats import Fp8Format, NanRule, get_format
-from .validate import boolean, tensor
+from .validate import Choice, boolean, choice, instance, tensor
 
-__all__ = ["encode", "decode", "decode_table", "round_to_format", "SUPPORTED_INPUT_DTYPES"]
+__all__ = ["Rounding", "encode", "decode", "decode_table", "round_to_format", "pack_fp4", "unpack_fp4",
+           "SUPPORTED_INPUT_DTYPES"]
 
 SUPPORTED_INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+class Rounding(Choice):
+    """How a value between two neighbours of the format is rounded."""
+
+    RNE = "rne"  # to nearest, ties to even (IEEE 754 roundTiesToEven)
+    RTZ = "rtz"  # toward zero: never increases the magnitude
+    SR = "sr"  # stochastic: up with probability (x - lower) / (upper - lower)
 
 
 # --------------------------------------------------------------------------------------------
@@ -60,15 +82,18 @@ def _decode_table_cpu(fmt: Fp8Format) -> torch.Tensor:
 
 
 def decode_table(fmt: str | Fp8Format, device: torch.device | str = "cpu") -> torch.Tensor:
-    """float32 value of each of the 256 codes (index = code), from the bit definition."""
+    """float32 value of each code (index = code; 2^bits of them), from the bit definition."""
     fmt = get_format(fmt)
     return _decode_table_cpu(fmt).to(device)
 
 
 def decode(codes: torch.Tensor, fmt: str | Fp8Format) -> torch.Tensor:
-    """uint8 codes -> float32 values (exact: every 8-bit value is a float32)."""
+    """uint8 codes -> float32 values (exact: every value of these formats is a float32)."""
     fmt = get_format(fmt)
     tensor(codes, "codes", dtypes=(torch.uint8,))
+    if fmt.bits < 8 and codes.numel() and int(codes.max()) >= fmt.n_codes:
+        raise ValueError(f"codes: {fmt.name} codes are {fmt.bits}-bit (0..{fmt.n_codes - 1}), "
+                         f"got a maximum of {int(codes.max())}")
     flat = codes.reshape(-1).to(torch.int32)
     return torch.index_select(decode_table(fmt, codes.device), 0, flat).view(codes.shape)
 
@@ -76,8 +101,24 @@ def decode(codes: torch.Tensor, fmt: str | Fp8Format) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------
 # encode: the exact, element-wise-vectorized algorithm
 # --------------------------------------------------------------------------------------------
-def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.Tensor:
+def _round_up(q: torch.Tensor, rem: torch.Tensor, shift: torch.Tensor, rounding: Rounding,
+              rand: torch.Tensor | None) -> torch.Tensor:
+    """Whether to add one unit to the kept quotient ``q``, given the dropped bits ``rem`` (of
+    ``shift`` bits). SR: ``rand`` holds uniform integers in [0, 2^24); round up with probability
+    rem / 2^shift (exact for shift <= 24; below that the input is far under half the smallest
+    subnormal and the probability is rounded up to a multiple of 2^-24)."""
+    if rounding == Rounding.RTZ:
+        return torch.zeros_like(q, dtype=torch.bool)
+    if rounding == Rounding.SR:
+        return (rand << shift) < (rem << 24)
+    half = 1 << (shift - 1)
+    return (rem > half) | ((rem == half) & ((q & 1) == 1))
+
+
+def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool, rounding: Rounding = None,
+                  rand: torch.Tensor | None = None) -> torch.Tensor:
     """float32 tensor -> uint8 codes by integer arithmetic on the float32 bits."""
+    rounding = rounding or Rounding.RNE
     bits = x.contiguous().view(torch.int32).to(torch.int64)
     sign = (bits >> 31) & 1
     a = bits & 0x7FFFFFFF
@@ -95,9 +136,8 @@ def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.Tens
     shift = (23 - m + (ue_c - ue)).clamp(max=26)
     q = sig >> shift
     rem = sig & ((1 << shift) - 1)
-    half = 1 << (shift - 1)
-    round_up = (rem > half) | ((rem == half) & ((q & 1) == 1))
-    q = q + round_up.to(q.dtype)
+    up = _round_up(q, rem, shift, rounding, None if rand is None else rand.reshape(q.shape).to(torch.int64))
+    q = q + up.to(q.dtype)
     exp_base = fmt.emin + fmt.bias - (1 if fmt.has_subnormals else 0)
     # below emin the exponent field stays at its smallest; the implicit bit is in q
     mag = ((ue_c - fmt.emin + exp_base) << m) + q - (0 if fmt.has_subnormals else 1)
@@ -106,28 +146,36 @@ def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.Tens
         # E8M0: no zero, so anything positive below 2^-127 goes to 2^-127 (code 0)
         mag = mag.clamp(min=0)
     overflow = is_inf | (mag > fmt.max_code)
-    if saturate:
-        mag = torch.where(overflow, torch.full_like(mag, fmt.max_code), mag)
+    # Saturate: finite overflow and inf -> max. So does every overflow of a format with neither
+    # inf nor NaN (nothing else to write), and finite overflow under RTZ (IEEE 754's rule).
+    to_max = overflow if (saturate or not fmt.has_nan) else overflow & ~is_inf if rounding == Rounding.RTZ \
+        else torch.zeros_like(overflow)
+    mag = torch.where(to_max, torch.full_like(mag, fmt.max_code), mag)
+    overflow = overflow & ~to_max
+    if fmt.has_inf:
+        mag = torch.where(overflow, torch.full_like(mag, fmt.inf_codes[0]), mag)
         overflow_to_nan = torch.zeros_like(overflow)
     else:
-        inf_code = fmt.inf_codes[0] if fmt.has_inf else fmt.canonical_nan_code
-        mag = torch.where(overflow, torch.full_like(mag, inf_code), mag)
-        overflow_to_nan = overflow if not fmt.has_inf else torch.zeros_like(overflow)
+        overflow_to_nan = overflow
 
+    # a NaN input to a format without NaN never reaches here through encode (it raises); the
+    # table paths hold code 0 for those patterns
+    nan_code = fmt.canonical_nan_code if fmt.has_nan else 0
     nan_mask = is_nan | overflow_to_nan
     if fmt.signed:
-        code = mag | (sign << 7)
+        top = fmt.bits - 1
+        code = mag | (sign << top)
         if not fmt.has_negative_zero:
             code = torch.where(mag == 0, torch.zeros_like(code), code)
-        if fmt.nan_rule == NanRule.FNUZ:
-            nan_val = torch.full_like(code, fmt.canonical_nan_code)
+        if fmt.nan_rule in (NanRule.FNUZ, NanRule.NONE):
+            nan_val = torch.full_like(code, nan_code)
         else:
-            nan_val = fmt.canonical_nan_code | (sign << 7)
+            nan_val = nan_code | (sign << top)
         code = torch.where(nan_mask, nan_val, code)
     else:
-        # unsigned E8M0: negatives and zeros have no encoding
-        no_code = (sign == 1) | (a == 0)
-        code = torch.where(nan_mask | no_code, torch.full_like(mag, fmt.canonical_nan_code), mag)
+        # unsigned: negatives have no encoding, nor does zero in E8M0; -0.0 is 0 where zero exists
+        no_code = ((sign == 1) & (a != 0)) if fmt.has_zero else ((sign == 1) | (a == 0))
+        code = torch.where(nan_mask | no_code, torch.full_like(mag, nan_code), mag)
     return code.to(torch.uint8)
 
 
@@ -168,16 +216,31 @@ def _encode_f32_fast(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.T
     return out.view(x.shape)
 
 
-def encode(x: torch.Tensor, fmt: str | Fp8Format, saturate: bool = False) -> torch.Tensor:
-    """Round ``x`` to the nearest value of ``fmt`` (ties to even) and return its uint8 codes.
+def encode(x: torch.Tensor, fmt: str | Fp8Format, saturate: bool = False, *,
+           rounding: Rounding | str = Rounding.RNE, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Round ``x`` to ``fmt`` and return its codes (uint8, one code per byte, low bits).
 
     ``x``: float32, bfloat16 or float16 tensor (any shape, any device). ``saturate``: clamp
-    finite overflow and +-inf to +-max instead of producing inf/NaN. See the module docstring
-    for NaN, zero and E8M0 rules.
+    finite overflow and +-inf to +-max instead of producing inf/NaN. ``rounding``: ``rne``
+    (nearest, ties to even; the default), ``rtz`` (toward zero) or ``sr`` (stochastic: up with
+    probability equal to the dropped fraction of an ulp, drawing from ``generator``). See the
+    module docstring for NaN, zero, E8M0 and narrow-format rules. A NaN input to a format without
+    NaN (FP4/FP6) is a ValueError: those formats have no code for it.
     """
     fmt = get_format(fmt)
     tensor(x, "x", dtypes=SUPPORTED_INPUT_DTYPES)
     boolean(saturate, "saturate")
+    rounding = choice(rounding, Rounding, "rounding")
+    if generator is not None:
+        instance(generator, torch.Generator, "generator", "a torch.Generator")
+    if not fmt.has_nan and bool(torch.isnan(x).any()):
+        raise ValueError(f"x: {fmt.name} has no NaN; {int(torch.isnan(x).sum())} NaN input(s) cannot be encoded")
+    if rounding != Rounding.RNE:
+        rand = None
+        if rounding == Rounding.SR:
+            rand = torch.randint(0, 1 << 24, x.shape, generator=generator, dtype=torch.int64,
+                                 device="cpu" if generator is None else generator.device).to(x.device)
+        return _encode_exact(x.float(), fmt, saturate, rounding, rand)
     if x.dtype == torch.float32:
         return _encode_f32_fast(x, fmt, saturate)
     table = _table_16bit(fmt, saturate, x.dtype).to(x.device)
@@ -185,6 +248,27 @@ def encode(x: torch.Tensor, fmt: str | Fp8Format, saturate: bool = False) -> tor
     return table[key]
 
 
-def round_to_format(x: torch.Tensor, fmt: str | Fp8Format, saturate: bool = False) -> torch.Tensor:
+def pack_fp4(codes: torch.Tensor) -> torch.Tensor:
+    """Two FP4 codes per byte along the last dim: element ``2i`` in the low nibble, ``2i + 1`` in
+    the high nibble (the order of torch's ``float4_e2m1fn_x2`` and of torchao's ``pack_uint4``)."""
+    tensor(codes, "codes", dtypes=(torch.uint8,))
+    if codes.dim() < 1 or codes.shape[-1] % 2:
+        raise ValueError(f"codes: expected an even last dim to pack two per byte, got shape {tuple(codes.shape)}")
+    if codes.numel() and int(codes.max()) > 0xF:
+        raise ValueError(f"codes: expected 4-bit codes (0..15), got a maximum of {int(codes.max())}")
+    pairs = codes.reshape(*codes.shape[:-1], codes.shape[-1] // 2, 2)
+    return pairs[..., 0] | (pairs[..., 1] << 4)
+
+
+def unpack_fp4(packed: torch.Tensor) -> torch.Tensor:
+    """The inverse of ``pack_fp4``: (..., n) bytes -> (..., 2n) codes."""
+    tensor(packed, "packed", dtypes=(torch.uint8,))
+    if packed.dim() < 1:
+        raise ValueError("packed: expected at least one dim, got a 0-d tensor")
+    return torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
+
+
+def round_to_format(x: torch.Tensor, fmt: str | Fp8Format, saturate: bool = False, *,
+                    rounding: Rounding | str = Rounding.RNE, generator: torch.Generator | None = None) -> torch.Tensor:
     """``decode(encode(x))``: x rounded to the format, as float32."""
-    return decode(encode(x, fmt, saturate=saturate), fmt)
+    return decode(encode(x, fmt, saturate=saturate, rounding=rounding, generator=generator), fmt)

@@ -8,12 +8,14 @@ use; it is *not* the reference (that is ``codec``), so calling the native cast h
 Each input is put in one class, from the format definition alone (via the codec):
 - ``in_range``: finite and representable after rounding (for E8M0 also positive). Must match the
   codec bitwise on every implementation.
-- ``nan``: NaN inputs. Must give a NaN code; which NaN code is reported, not asserted.
+- ``nan``: NaN inputs. Must give a NaN code; which NaN code is reported, not asserted. A format
+  without NaN (FP4/FP6) has no right answer: the codes written are reported, not judged.
 - ``overflow``: finite inputs whose rounded value exceeds max. Implementation-defined: each
   implementation's mode (``saturate`` / ``nonsaturate``) is *observed* and then every such input is
   compared with the codec in that mode.
 - ``inf``: +-inf. Also implementation-defined, observed the same way.
-- ``no_encoding``: E8M0 only: zero, -0.0 and negative inputs, which the format cannot represent.
+- ``no_encoding``: unsigned formats only: negative inputs, and for E8M0 also zero and -0.0, which
+  the format cannot represent.
   What an implementation does there (NaN, absolute value, smallest value...) is observed.
 """
 
@@ -172,7 +174,20 @@ def float32_structured_inputs(fmt: str | Fp8Format) -> dict[str, torch.Tensor]:
 # --------------------------------------------------------------------------------------------
 def _is_nan_code(codes: torch.Tensor, fmt: Fp8Format) -> torch.Tensor:
     nan_table = torch.isnan(decode_table(fmt, codes.device))
-    return torch.index_select(nan_table, 0, codes.reshape(-1).int()).view(codes.shape)
+    if fmt.bits == 8:
+        return torch.index_select(nan_table, 0, codes.reshape(-1).int()).view(codes.shape)
+    # a narrow format: a byte above its code range is no code at all (so not its NaN)
+    idx = codes.reshape(-1).int()
+    inside = idx < fmt.n_codes
+    return (torch.index_select(nan_table, 0, idx.clamp(max=fmt.n_codes - 1)) & inside).view(codes.shape)
+
+
+def _encode(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.Tensor:
+    """The codec's codes; NaN inputs of a format without NaN (which the codec refuses: they have
+    no code) read as zero here and are judged by their own class."""
+    if not fmt.has_nan:
+        x = x.masked_fill(torch.isnan(x), 0)
+    return encode(x, fmt, saturate=saturate)
 
 
 def _count(mask: torch.Tensor) -> int:
@@ -188,11 +203,12 @@ def classify(x: torch.Tensor, fmt: str | Fp8Format) -> dict[str, torch.Tensor]:
     if fmt.signed:
         no_encoding = torch.zeros_like(nan)
     else:
-        # zero, -0.0 and negatives (-inf included); the classes are disjoint
-        no_encoding = ((xf <= 0) | torch.signbit(xf)) & ~nan
+        # negatives (-inf included), and zero and -0.0 where the format has no zero (E8M0); the
+        # classes are disjoint
+        no_encoding = ((xf < 0) if fmt.has_zero else ((xf <= 0) | torch.signbit(xf))) & ~nan
         inf = inf & ~no_encoding
-    rounded_nonsat = encode(x, fmt, saturate=False)
-    rounded_sat = encode(x, fmt, saturate=True)
+    rounded_nonsat = _encode(x, fmt, saturate=False)
+    rounded_sat = _encode(x, fmt, saturate=True)
     overflow = ~nan & ~inf & ~no_encoding & (rounded_nonsat != rounded_sat)
     in_range = ~(nan | inf | no_encoding | overflow)
     return {"in_range": in_range, "nan": nan, "overflow": overflow, "inf": inf, "no_encoding": no_encoding}
@@ -215,11 +231,14 @@ def describe_inputs(x: torch.Tensor, got: torch.Tensor, want: torch.Tensor, fmt:
                     idx: torch.Tensor, limit: int = 8) -> list[str]:
     """One line per differing input: input bits and value, expected code and value, got."""
     table = decode_table(fmt)
+
+    def value(code: int) -> str:
+        return repr(table[code].item()) if code < fmt.n_codes else f"not a {fmt.bits}-bit code"
+
     lines = []
     for i in idx[:limit].tolist():
         g, w = int(got[i]), int(want[i])
-        lines.append(f"input {_fmt_input(x[i])}: expected 0x{w:02x} ({table[w].item()!r}), "
-                     f"got 0x{g:02x} ({table[g].item()!r})")
+        lines.append(f"input {_fmt_input(x[i])}: expected 0x{w:02x} ({value(w)}), got 0x{g:02x} ({value(g)})")
     return lines
 
 
@@ -229,7 +248,7 @@ def _observe_mode(got: torch.Tensor, x: torch.Tensor, mask: torch.Tensor, fmt: F
         return "n/a"
     xs, gs = x[mask], got[mask]
     for mode, sat in (("saturate", True), ("nonsaturate", False)):
-        if bool(_codes_equal(gs, encode(xs, fmt, saturate=sat), fmt).all()):
+        if bool(_codes_equal(gs, _encode(xs, fmt, saturate=sat), fmt).all()):
             return mode
     return "mixed"
 
@@ -304,14 +323,16 @@ def check_cast(impl: Implementation, x: torch.Tensor, fmt: str | Fp8Format, inpu
     cls = classify(x, fmt)
     failures: list[str] = []
 
-    want = encode(x, fmt, saturate=False)
+    want = _encode(x, fmt, saturate=False)
     bad = cls["in_range"] & ~_codes_equal(got, want, fmt)
     in_range_bad = _count(bad)
     if in_range_bad:
         failures.append(f"in-range inputs that differ from the codec ({in_range_bad}), {impl}:")
         failures += describe_inputs(x, got, want, fmt, bad.nonzero().flatten())
 
-    nan_bad_mask = cls["nan"] & ~_is_nan_code(got, fmt)
+    # a format without NaN (FP4/FP6): what NaN becomes is the implementation's choice, reported
+    # in nan_codes, not judged
+    nan_bad_mask = cls["nan"] & ~_is_nan_code(got, fmt) if fmt.has_nan else torch.zeros_like(cls["nan"])
     if bool(nan_bad_mask.any()):
         failures.append(f"NaN inputs that did not give NaN ({_count(nan_bad_mask)}), {impl}:")
         failures += describe_inputs(x, got, want, fmt, nan_bad_mask.nonzero().flatten())

@@ -1,4 +1,4 @@
-"""FP8 (and E8M0) format specs derived from their bit layouts.
+"""FP8, E8M0 and the narrow MX/NVFP4 formats, derived from their bit layouts.
 
 Nothing here is a copied constant: max, min normal, min subnormal and eps are computed from
 the exponent/mantissa widths, the bias and the format's rules for special encodings.
@@ -11,6 +11,13 @@ Sources for the bit definitions:
   bias one larger than IEEE, no inf, no negative zero, the single NaN is 0x80.
 - E8M0FNU: OCP Microscaling (MX) v1.0 scale format: 8 exponent bits, no mantissa, no sign,
   no zero, bias 127, NaN = 0xFF.
+- E2M1FN (FP4), E2M3FN and E3M2FN (FP6): OCP MX v1.0 element formats: IEEE-like bias, subnormals,
+  and *no* inf or NaN: every exponent field is finite (so max is 6, 7.5 and 28).
+- UE4M3: NVFP4's block scale (NVIDIA Blackwell block-scaled formats): E4M3FN without the sign
+  bit, 7 bits, NaN = 0x7F; stored in a float8_e4m3fn byte with the sign bit clear, so a UE4M3
+  code and the E4M3FN code of the same value are one byte.
+
+Codes are unsigned integers of ``bits`` bits, sign (if any) in the top bit.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 from collections.abc import Iterable
 
 from .validate import Choice, choice
@@ -30,7 +38,14 @@ __all__ = [
     "E4M3FNUZ",
     "E5M2FNUZ",
     "E8M0FNU",
+    "E2M1FN",
+    "E2M3FN",
+    "E3M2FN",
+    "UE4M3",
     "FORMATS",
+    "NARROW_FORMATS",
+    "MX_ELEMENT_FORMATS",
+    "KNOWN_FORMATS",
     "FP8_FORMATS",
     "get_format",
     "formats_table",
@@ -44,13 +59,15 @@ class NanRule(Choice):
     FN = "fn"  # only all-ones exponent *and* all-ones mantissa (both signs); no inf
     FNUZ = "fnuz"  # only 0x80 (the code that would be negative zero); no inf, no -0
     E8M0 = "e8m0"  # only 0xFF; no sign bit, no zero, no inf
+    NONE = "none"  # no NaN and no inf: every code is finite (OCP MX FP6/FP4)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Fp8Format:
-    """One 8-bit floating-point format, described by its bits (built by keyword:
+    """One floating-point format of at most 8 bits, described by its bits (built by keyword:
     ``Fp8Format(name=..., exp_bits=..., man_bits=..., bias=..., signed=..., nan_rule=...,
-    torch_name=..., ml_dtypes_name=...)``). ``nan_rule`` is a ``NanRule`` or its value."""
+    torch_name=..., ml_dtypes_name=..., bits=8)``). ``nan_rule`` is a ``NanRule`` or its value;
+    ``torch_name``/``ml_dtypes_name`` are ``""`` where that library has no such scalar type."""
 
     name: str
     exp_bits: int
@@ -60,12 +77,15 @@ class Fp8Format:
     nan_rule: NanRule
     torch_name: str
     ml_dtypes_name: str
+    bits: int = 8
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "nan_rule", choice(self.nan_rule, NanRule, "nan_rule"))
-        if self.signed + self.exp_bits + self.man_bits != 8:
+        if not isinstance(self.bits, int) or not 2 <= self.bits <= 8:
+            raise ValueError(f"bits: expected an int in [2, 8], got {self.bits!r}")
+        if self.signed + self.exp_bits + self.man_bits != self.bits:
             raise ValueError(
-                f"{self.name}: sign + exponent + mantissa bits must be 8, got "
+                f"{self.name}: sign + exponent + mantissa bits must be {self.bits}, got "
                 f"{int(self.signed)} + {self.exp_bits} + {self.man_bits}"
             )
 
@@ -76,7 +96,15 @@ class Fp8Format:
 
     @property
     def has_negative_zero(self) -> bool:
-        return self.signed and self.nan_rule in (NanRule.IEEE, NanRule.FN)
+        return self.signed and self.nan_rule != NanRule.FNUZ
+
+    @property
+    def has_nan(self) -> bool:
+        return self.nan_rule != NanRule.NONE
+
+    @property
+    def n_codes(self) -> int:
+        return 1 << self.bits
 
     @property
     def has_zero(self) -> bool:
@@ -98,8 +126,10 @@ class Fp8Format:
         if self.nan_rule == NanRule.FN:
             return exp == self.exp_field_max and man == (1 << self.man_bits) - 1
         if self.nan_rule == NanRule.FNUZ:
-            return code == 0x80
-        return code == 0xFF  # e8m0
+            return code == 1 << (self.bits - 1)  # the would-be negative zero
+        if self.nan_rule == NanRule.E8M0:
+            return code == self.n_codes - 1
+        return False  # NanRule.NONE
 
     def is_inf_code(self, code: int) -> bool:
         _, exp, man = self.split(code)
@@ -107,15 +137,15 @@ class Fp8Format:
 
     def split(self, code: int) -> tuple[int, int, int]:
         """(sign, biased exponent field, mantissa field) of a code."""
-        if not 0 <= code <= 255:
-            raise ValueError(f"code: expected an integer in [0, 255], got {code!r}")
-        sign = (code >> 7) & 1 if self.signed else 0
+        if not 0 <= code < self.n_codes:
+            raise ValueError(f"code: expected an integer in [0, {self.n_codes - 1}], got {code!r}")
+        sign = (code >> (self.bits - 1)) & 1 if self.signed else 0
         exp = (code >> self.man_bits) & self.exp_field_max
         man = code & ((1 << self.man_bits) - 1)
         return sign, exp, man
 
     def value_of(self, code: int) -> float:
-        """The real value of one code (Python float: exact for every 8-bit format)."""
+        """The real value of one code (Python float: exact for every format here)."""
         if self.is_nan_code(code):
             return math.nan
         sign, exp, man = self.split(code)
@@ -129,15 +159,15 @@ class Fp8Format:
         return s * math.ldexp((1 << self.man_bits) + man, exp - self.bias - self.man_bits)
 
     def all_values(self) -> list[float]:
-        """The value of each of the 256 codes, indexed by code."""
-        return [self.value_of(c) for c in range(256)]
+        """The value of each code (``n_codes`` of them), indexed by code."""
+        return [self.value_of(c) for c in range(self.n_codes)]
 
     # --- derived constants (computed once per format; the dataclass is frozen) ---------------
     @functools.cached_property
     def max_code(self) -> int:
         """The code of the largest finite value."""
         return max(
-            (c for c in range(128 if self.signed else 256) if math.isfinite(self.value_of(c))),
+            (c for c in range(self.n_codes >> 1 if self.signed else self.n_codes) if math.isfinite(self.value_of(c))),
             key=self.value_of,
         )
 
@@ -175,29 +205,32 @@ class Fp8Format:
 
     @functools.cached_property
     def nan_codes(self) -> tuple[int, ...]:
-        return tuple(c for c in range(256) if self.is_nan_code(c))
+        return tuple(c for c in range(self.n_codes) if self.is_nan_code(c))
 
     @functools.cached_property
     def inf_codes(self) -> tuple[int, ...]:
-        return tuple(c for c in range(256) if self.is_inf_code(c))
+        return tuple(c for c in range(self.n_codes) if self.is_inf_code(c))
 
     @functools.cached_property
-    def canonical_nan_code(self) -> int:
-        """The NaN the codec writes for a positive NaN (negative NaN sets the sign bit where one exists)."""
-        return (
-            max(c for c in self.nan_codes if c < 128)
-            if self.nan_rule in (NanRule.IEEE, NanRule.FN)
-            else self.nan_codes[0]
-        )
+    def canonical_nan_code(self) -> int | None:
+        """The NaN the codec writes for a positive NaN (negative NaN sets the sign bit where one
+        exists); ``None`` for a format without NaN."""
+        if not self.nan_codes:
+            return None
+        positive = [c for c in self.nan_codes if not self.signed or c < self.n_codes >> 1]
+        return max(positive) if self.nan_rule in (NanRule.IEEE, NanRule.FN) else self.nan_codes[0]
 
     def torch_dtype(self):
-        """The matching ``torch.float8_*`` dtype, or ``None`` when this torch lacks it."""
+        """The matching one-element-per-byte torch dtype (``torch.float8_*``), or ``None`` when
+        this torch lacks it or none exists (FP4 is only ``float4_e2m1fn_x2``, two per byte)."""
         import torch
 
-        return getattr(torch, self.torch_name, None)
+        return getattr(torch, self.torch_name, None) if self.torch_name else None
 
     def ml_dtype(self):
         """The matching ml_dtypes scalar type, or ``None`` when ml_dtypes is missing or lacks it."""
+        if not self.ml_dtypes_name:
+            return None
         try:
             import ml_dtypes
         except ImportError:
@@ -208,6 +241,7 @@ class Fp8Format:
         """The format's derived constants as a plain dict (stable key order)."""
         return {
             "name": self.name,
+            "bits": self.bits,
             "exp_bits": self.exp_bits,
             "man_bits": self.man_bits,
             "bias": self.bias,
@@ -242,26 +276,45 @@ E5M2FNUZ = Fp8Format(name="e5m2fnuz", exp_bits=5, man_bits=2, bias=_ieee_bias(5)
 E8M0FNU = Fp8Format(name="e8m0fnu", exp_bits=8, man_bits=0, bias=_ieee_bias(8), signed=False,
                     nan_rule=NanRule.E8M0, torch_name="float8_e8m0fnu", ml_dtypes_name="float8_e8m0fnu")
 
+# OCP MX v1.0 narrow element formats: IEEE bias, subnormals, every code finite.
+E2M1FN = Fp8Format(name="e2m1fn", bits=4, exp_bits=2, man_bits=1, bias=_ieee_bias(2), signed=True,
+                   nan_rule=NanRule.NONE, torch_name="", ml_dtypes_name="float4_e2m1fn")
+E2M3FN = Fp8Format(name="e2m3fn", bits=6, exp_bits=2, man_bits=3, bias=_ieee_bias(2), signed=True,
+                   nan_rule=NanRule.NONE, torch_name="", ml_dtypes_name="float6_e2m3fn")
+E3M2FN = Fp8Format(name="e3m2fn", bits=6, exp_bits=3, man_bits=2, bias=_ieee_bias(3), signed=True,
+                   nan_rule=NanRule.NONE, torch_name="", ml_dtypes_name="float6_e3m2fn")
+# NVFP4's block scale: E4M3FN's positive half (no library has it as a scalar type of its own).
+UE4M3 = Fp8Format(name="ue4m3", bits=7, exp_bits=4, man_bits=3, bias=_ieee_bias(4), signed=False,
+                  nan_rule=NanRule.FN, torch_name="", ml_dtypes_name="")
+
+# The 8-bit formats torch has as dtypes (the exhaustive cast conformance and the profile run them).
 FORMATS: dict[str, Fp8Format] = {f.name: f for f in (E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ, E8M0FNU)}
 # The four element formats with a sign and a mantissa (what training casts to).
 FP8_FORMATS: tuple[Fp8Format, ...] = (E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ)
+# Narrower than a byte: FP4/FP6 MX elements and NVFP4's scale.
+NARROW_FORMATS: dict[str, Fp8Format] = {f.name: f for f in (E2M1FN, E2M3FN, E3M2FN, UE4M3)}
+# What an MX block may hold (OCP MX v1.0 MXFP8/MXFP6/MXFP4).
+MX_ELEMENT_FORMATS: tuple[Fp8Format, ...] = (E4M3FN, E5M2, E2M3FN, E3M2FN, E2M1FN)
+# Every format get_format knows, by name.
+KNOWN_FORMATS: dict[str, Fp8Format] = {**FORMATS, **NARROW_FORMATS}
 
 
 def get_format(fmt: str | Fp8Format) -> Fp8Format:
-    """Look a format up by name (``"e4m3fn"``, ``"float8_e4m3fn"``), or pass one through."""
+    """Look a format up by name (``"e4m3fn"``, ``"float8_e4m3fn"``, ``"float4_e2m1fn"``), or pass
+    one through."""
     if isinstance(fmt, Fp8Format):
         return fmt
     if isinstance(fmt, str):
-        key = fmt.lower().removeprefix("torch.").removeprefix("float8_")
-        if key in FORMATS:
-            return FORMATS[key]
-        raise ValueError(f"fmt: expected one of {sorted(FORMATS)}, got {fmt!r}")
+        key = re.sub(r"^float[468]_", "", fmt.lower().removeprefix("torch."))
+        if key in KNOWN_FORMATS:
+            return KNOWN_FORMATS[key]
+        raise ValueError(f"fmt: expected one of {sorted(KNOWN_FORMATS)}, got {fmt!r}")
     raise TypeError(f"fmt: expected an Fp8Format or a format name, got {type(fmt).__name__}")
 
 
-def formats_table(formats: Iterable[Fp8Format] = FORMATS.values()) -> str:
+def formats_table(formats: Iterable[Fp8Format] = KNOWN_FORMATS.values()) -> str:
     """A plain-text table of the derived constants (for ``python -m fp8ref formats``)."""
-    cols = ["name", "exp_bits", "man_bits", "bias", "has_inf", "has_negative_zero", "max",
+    cols = ["name", "bits", "exp_bits", "man_bits", "bias", "has_inf", "has_negative_zero", "max",
             "min_normal", "min_subnormal", "eps", "nan_codes"]
     rows = [[str(f.describe()[c]) if c != "nan_codes" else " ".join(f.describe()[c]) for c in cols]
             for f in formats]

@@ -3,7 +3,9 @@
 ``quantize`` follows torchao's float8 cast (``float8_utils`` / ``hp_tensor_and_scale_to_float8``,
 v0.18): ``codes = fp8(clamp(float32(x) * scale, -max, max))``; ``dequantize`` is
 ``decode(codes) / scale`` (in float32, then to the requested dtype). MX uses the same path with
-``scale = 2^-e``, i.e. the elements are ``x / X`` for the block's E8M0 scale ``X = 2^e``.
+``scale = 2^-e``, i.e. the elements are ``x / X`` for the block's E8M0 scale ``X = 2^e``; the
+elements may be FP8, FP6 or FP4 (codes one per byte; ``codec.pack_fp4`` packs FP4 pairs). NVFP4
+has a scale of its own kind: see ``fp8ref.nvfp4``.
 
 By default the FP8 codes come from fp8ref's codec. ``cast="native"`` uses torch's own
 ``Tensor.to(torch.float8_*)`` instead, for speed or to reproduce torchao end to end; it is only
@@ -90,6 +92,10 @@ def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: str | Fp8Form
     instance(scale, torch.Tensor, "scale", "a tensor or a number")
     s = expand_scale(scale.to(device=x.device, dtype=torch.float32), g, x.shape)
     y = (x.to(torch.float32) * s).clamp(-fmt.max, fmt.max)
+    if not fmt.has_nan:
+        # FP4/FP6 have no NaN: a group whose scale is NaN (its amax was) carries it in the scale
+        # and writes code 0; a NaN under a finite scale stays NaN and the codec refuses it
+        y = y.masked_fill(torch.isnan(s), 0.0)
     return Fp8Data(_cast(y, fmt, cast), scale.to(torch.float32), g, fmt, x.dtype)
 
 

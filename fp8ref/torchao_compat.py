@@ -17,7 +17,13 @@ from .install import require
 from .scaling import Granularity
 
 __all__ = ["require_torchao", "recipe_table", "tensor_to_scale", "dynamic_cast", "to_mx", "mx_dequantize",
-           "mx_default_modes"]
+           "mx_default_modes", "narrow_cast", "narrow_decode", "pack_uint4", "nvfp4_quantize", "nvfp4_dequantize",
+           "nvfp4_per_tensor_scale"]
+
+# torchao's f32 <-> unpacked FP4/FP6 helpers (``prototype.mx_formats.kernels``) by format name
+_NARROW_HELPERS = {"e2m1fn": ("f32_to_f4_unpacked", "f4_unpacked_to_f32"),
+                   "e2m3fn": ("f32_to_f6_e2m3_unpacked", "f6_e2m3_unpacked_to_f32"),
+                   "e3m2fn": ("f32_to_f6_e3m2_unpacked", "f6_e3m2_unpacked_to_f32")}
 
 
 def require_torchao(what: str = "this"):
@@ -95,25 +101,36 @@ def dynamic_cast(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity
 
 def to_mx(x: torch.Tensor, fmt: str | Fp8Format, block_size: int = 32,
           mode: str = "floor") -> tuple[torch.Tensor, torch.Tensor]:
-    """torchao's ``prototype.mx_formats.mx_tensor.to_mx``: (E8M0 scale codes, element codes)."""
+    """torchao's ``prototype.mx_formats.mx_tensor.to_mx``: (E8M0 scale codes, element codes;
+    FP4 elements come packed two per byte, FP6 one per byte)."""
     require_torchao()
     from torchao.prototype.mx_formats.config import ScaleCalculationMode
     from torchao.prototype.mx_formats.mx_tensor import to_mx as ao_to_mx
 
-    scale, data = ao_to_mx(x, get_format(fmt).torch_dtype(), block_size, scaling_mode=ScaleCalculationMode(mode))
+    scale, data = ao_to_mx(x, _mx_elem_dtype(get_format(fmt)), block_size, scaling_mode=ScaleCalculationMode(mode))
     return scale.view(torch.uint8), data.view(torch.uint8)
+
+
+def _mx_elem_dtype(fmt: Fp8Format):
+    """What torchao's MX code calls an element format: a dtype, or a string for FP6."""
+    if fmt.name == "e2m1fn":
+        return torch.float4_e2m1fn_x2
+    if fmt.name in ("e2m3fn", "e3m2fn"):
+        return f"fp6_{fmt.name.removesuffix('fn')}"
+    return fmt.torch_dtype()
 
 
 def mx_dequantize(codes: torch.Tensor, scale_codes: torch.Tensor, fmt: str | Fp8Format, block_size: int = 32,
                   dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """torchao's MX dequantization (``mx_tensor.to_dtype``) of element codes (..., K) with E8M0
-    scale codes (..., K / block_size)."""
+    """torchao's MX dequantization (``mx_tensor.to_dtype``) of element codes (..., K; FP4 packed,
+    (..., K / 2)) with E8M0 scale codes (..., K / block_size)."""
     require_torchao()
     from torchao.prototype.mx_formats.mx_tensor import to_dtype
 
     fmt = get_format(fmt)
-    data = codes.view(fmt.torch_dtype())
-    return to_dtype(data, scale_codes.view(torch.float8_e8m0fnu), fmt.torch_dtype(), block_size, dtype)
+    elem = _mx_elem_dtype(fmt)
+    data = codes.view(elem) if isinstance(elem, torch.dtype) else codes
+    return to_dtype(data, scale_codes.view(torch.float8_e8m0fnu), elem, block_size, dtype)
 
 
 def mx_default_modes() -> dict[str, str]:
@@ -140,3 +157,61 @@ def mx_default_modes() -> dict[str, str]:
             default = param.default
             out[name] = str(getattr(default, "value", default)).lower()
     return out
+
+
+def narrow_cast(fmt: str | Fp8Format):
+    """torchao's float32 -> unpacked FP4/FP6 helper as a conformance ``Implementation`` (bfloat16
+    and float16 inputs go through float32, which is exact); None for other formats."""
+    from .conformance import Implementation
+
+    fmt = get_format(fmt)
+    if fmt.name not in _NARROW_HELPERS:
+        return None
+    torchao = require_torchao()
+    from torchao.prototype.mx_formats import kernels
+
+    fn = getattr(kernels, _NARROW_HELPERS[fmt.name][0])
+    return Implementation(f"torchao.{fn.__name__}", torchao.__version__, lambda x: fn(x.float()).view(torch.uint8))
+
+
+def narrow_decode(codes: torch.Tensor, fmt: str | Fp8Format) -> torch.Tensor:
+    """torchao's unpacked FP4/FP6 -> float32 helper."""
+    fmt = get_format(fmt)
+    require_torchao()
+    from torchao.prototype.mx_formats import kernels
+
+    return getattr(kernels, _NARROW_HELPERS[fmt.name][1])(codes)
+
+
+def pack_uint4(codes: torch.Tensor) -> torch.Tensor:
+    """torchao's FP4 packing (``mx_formats.kernels.pack_uint4``)."""
+    require_torchao()
+    from torchao.prototype.mx_formats.kernels import pack_uint4 as ao_pack
+
+    return ao_pack(codes)
+
+
+def nvfp4_per_tensor_scale(amax: torch.Tensor) -> torch.Tensor:
+    """torchao's ``nvfp4_tensor.per_tensor_amax_to_scale``."""
+    require_torchao()
+    from torchao.prototype.mx_formats.nvfp4_tensor import per_tensor_amax_to_scale
+
+    return per_tensor_amax_to_scale(amax)
+
+
+def nvfp4_quantize(x: torch.Tensor, tensor_scale: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """torchao's ``nvfp4_tensor.nvfp4_quantize``: (UE4M3 block scale bytes, packed FP4 bytes)."""
+    require_torchao()
+    from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize as ao_quantize
+
+    scale, data = ao_quantize(x, 16, per_tensor_scale=tensor_scale)
+    return scale.view(torch.uint8), data.view(torch.uint8)
+
+
+def nvfp4_dequantize(x: torch.Tensor, tensor_scale: torch.Tensor | None = None,
+                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``NVFP4Tensor.to_nvfp4(x, per_tensor_scale=...).dequantize(dtype)``."""
+    require_torchao()
+    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor
+
+    return NVFP4Tensor.to_nvfp4(x, per_tensor_scale=tensor_scale).dequantize(dtype)
