@@ -19,10 +19,11 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from . import nvfp4
 from .delayed import Fp8State, TensorMeta
 from .quantize import dequantize, quantize, quantize_with_scale
 from .recipes import GemmRecipe, LinearRecipe, OperandCast, get_recipe
-from .scaling import amax, tensorwise
+from .scaling import Kind, amax, tensorwise
 from .validate import instance, positive_int, tensor
 
 __all__ = ["fp8_linear", "fp8_autocast", "fp8_state", "Fp8LinearFunction", "cast_operand", "emulated_gemm",
@@ -33,10 +34,13 @@ def cast_operand(t: torch.Tensor, op: OperandCast) -> torch.Tensor:
     """One GEMM operand (contraction-last) as the recipe casts it, dequantized to float32."""
     if op.fmt is None:
         return t.float()
+    if op.granularity.kind == Kind.NVFP4:
+        level = nvfp4.Level.TWO if op.granularity.two_level else nvfp4.Level.SINGLE
+        return nvfp4.quantize_current(t, level, rounding=op.rounding).dequantize(torch.float32)
     if op.static_scale is not None:
-        q = quantize_with_scale(t, op.static_scale, op.fmt)
+        q = quantize_with_scale(t, op.static_scale, op.fmt, rounding=op.rounding)
     else:
-        q = quantize(t, op.fmt, op.granularity, pow2=op.pow2)
+        q = quantize(t, op.fmt, op.granularity, pow2=op.pow2, rounding=op.rounding)
     return dequantize(q, torch.float32)
 
 

@@ -18,7 +18,7 @@ import dataclasses
 
 import torch
 
-from .codec import decode, encode
+from .codec import Rounding, decode, encode
 from .formats import E8M0FNU, Fp8Format, get_format
 from .scaling import EPS, Granularity, Kind, compute_scale, expand_scale, tensorwise
 from .validate import Choice, choice, instance, tensor
@@ -71,9 +71,11 @@ class Fp8Data:
         return dequantize(self, dtype)
 
 
-def _cast(y: torch.Tensor, fmt: Fp8Format, cast: Cast) -> torch.Tensor:
+def _cast(y: torch.Tensor, fmt: Fp8Format, cast: Cast, rounding: Rounding) -> torch.Tensor:
     if cast == Cast.CODEC:
-        return encode(y, fmt, saturate=True)
+        return encode(y, fmt, saturate=True, rounding=rounding)
+    if rounding != Rounding.RNE:
+        raise ValueError(f"rounding: cast='native' rounds to nearest only, got {rounding}")
     dtype = fmt.torch_dtype()
     if dtype is None:
         raise ValueError(f"cast: torch {torch.__version__} has no {fmt.torch_name} for cast='native'")
@@ -81,12 +83,16 @@ def _cast(y: torch.Tensor, fmt: Fp8Format, cast: Cast) -> torch.Tensor:
 
 
 def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: str | Fp8Format,
-                        granularity: Granularity | None = None, *, cast: Cast | str = Cast.CODEC) -> Fp8Data:
-    """Quantize with a given scale (static or delayed scaling). ``scale`` is shaped per group."""
+                        granularity: Granularity | None = None, *, cast: Cast | str = Cast.CODEC,
+                        rounding: Rounding | str = Rounding.RNE) -> Fp8Data:
+    """Quantize with a given scale (static or delayed scaling). ``scale`` is shaped per group.
+    ``rounding``: the codec's rounding mode (``rne``, ``rtz``, ``sr`` from torch's default
+    generator, so ``torch.manual_seed`` makes it repeatable)."""
     fmt = get_format(fmt)
     g = granularity if granularity is not None else tensorwise()
     tensor(x, "x", floating=True)
     cast = choice(cast, Cast, "cast")
+    rounding = choice(rounding, Rounding, "rounding")
     if isinstance(scale, (int, float)) and not isinstance(scale, bool):
         scale = torch.tensor(float(scale), dtype=torch.float32, device=x.device)
     instance(scale, torch.Tensor, "scale", "a tensor or a number")
@@ -96,15 +102,16 @@ def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: str | Fp8Form
         # FP4/FP6 have no NaN: a group whose scale is NaN (its amax was) carries it in the scale
         # and writes code 0; a NaN under a finite scale stays NaN and the codec refuses it
         y = y.masked_fill(torch.isnan(s), 0.0)
-    return Fp8Data(_cast(y, fmt, cast), scale.to(torch.float32), g, fmt, x.dtype)
+    return Fp8Data(_cast(y, fmt, cast, rounding), scale.to(torch.float32), g, fmt, x.dtype)
 
 
 def quantize(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity | None = None, *,
-             pow2: bool = False, eps: float = EPS, margin: int = 0, cast: Cast | str = Cast.CODEC) -> Fp8Data:
+             pow2: bool = False, eps: float = EPS, margin: int = 0, cast: Cast | str = Cast.CODEC,
+             rounding: Rounding | str = Rounding.RNE) -> Fp8Data:
     """Current scaling: compute the scale from ``x`` itself, then quantize."""
     g = granularity if granularity is not None else tensorwise()
     scale = compute_scale(x, fmt, g, pow2=pow2, eps=eps, margin=margin)
-    return quantize_with_scale(x, scale, fmt, g, cast=cast)
+    return quantize_with_scale(x, scale, fmt, g, cast=cast, rounding=rounding)
 
 
 def dequantize(q: Fp8Data, dtype: torch.dtype | None = None) -> torch.Tensor:

@@ -19,6 +19,13 @@ Recipes (sources cited; the definitions are written from their documentation):
   in 128x128 blocks (so grad_weight's operands are 128x1 tiles of grad_y and input).
 - ``mxfp8``: OCP MX via torchao ``mx_formats`` — everything E4M3 in blocks of 32 along the
   contraction dim with E8M0 scales (FLOOR by default).
+- ``mxfp4``: OCP MX with FP4 elements — everything E2M1 in blocks of 32 along the contraction dim
+  (FLOOR); the gradient operands rounded stochastically, as MXFP4 training does ("Training LLMs
+  with MXFP4", Tseng et al. 2025). Its random Hadamard transform is not modelled.
+- ``nvfp4``: NVIDIA's NVFP4 training recipe ("Pretraining LLMs with NVFP4", 2025; torchao
+  ``nvfp4_training``) — every operand NVFP4, two-level (per-tensor scale from its own amax),
+  gradients rounded stochastically. Not modelled: the weights' 16x16 2D blocks and the random
+  Hadamard transform on grad_weight's operands.
 - ``static``: modded-nanogpt's FP8 custom op — fixed scales, input / 2, weight / 32 in E4M3,
   grad_y / 2^29 in E5M2; the forward's FP8 input is reused for grad_weight.
 """
@@ -27,11 +34,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from .formats import E4M3FN, E5M2, Fp8Format
-from .scaling import Granularity, axiswise, block, mx, tensorwise, tile
-from .validate import one_of
+from .codec import Rounding
+from .formats import E2M1FN, E4M3FN, E5M2, Fp8Format
+from .scaling import Granularity, axiswise, block, mx, nvfp4, tensorwise, tile
+from .validate import choice, one_of
 
-__all__ = ["OperandCast", "GemmRecipe", "LinearRecipe", "RECIPES", "get_recipe", "HIGH_PRECISION"]
+__all__ = ["OperandCast", "GemmRecipe", "LinearRecipe", "RECIPES", "FP4_RECIPES", "get_recipe", "HIGH_PRECISION"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,12 +51,17 @@ class OperandCast:
     granularity: Granularity = dataclasses.field(default_factory=tensorwise)
     pow2: bool = False
     static_scale: float | None = None
+    rounding: Rounding = Rounding.RNE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rounding", choice(self.rounding, Rounding, "rounding"))
 
     def describe(self) -> str:
         if self.fmt is None:
             return "high-precision"
         how = f"static x{self.static_scale:g}" if self.static_scale is not None else str(self.granularity)
-        return f"{self.fmt.name} {how}" + (" pow2" if self.pow2 else "")
+        return (f"{self.fmt.name} {how}" + (" pow2" if self.pow2 else "")
+                + (f" {self.rounding}" if self.rounding != Rounding.RNE else ""))
 
 
 HIGH_PRECISION = OperandCast(None)
@@ -87,8 +100,8 @@ def _rowwise(fmt: Fp8Format = E4M3FN) -> OperandCast:
     return OperandCast(fmt, axiswise(-1), pow2=True)
 
 
-def _op(fmt, granularity=None, pow2=False, static_scale=None) -> OperandCast:
-    return OperandCast(fmt, granularity or tensorwise(), pow2, static_scale)
+def _op(fmt, granularity=None, pow2=False, static_scale=None, rounding=Rounding.RNE) -> OperandCast:
+    return OperandCast(fmt, granularity or tensorwise(), pow2, static_scale, rounding)
 
 
 RECIPES: dict[str, LinearRecipe] = {
@@ -122,6 +135,18 @@ RECIPES: dict[str, LinearRecipe] = {
         grad_input=GemmRecipe(_op(E4M3FN, mx(32)), _op(E4M3FN, mx(32))),
         grad_weight=GemmRecipe(_op(E4M3FN, mx(32)), _op(E4M3FN, mx(32))),
     ),
+    "mxfp4": LinearRecipe(
+        "mxfp4",
+        output=GemmRecipe(_op(E2M1FN, mx(32)), _op(E2M1FN, mx(32))),
+        grad_input=GemmRecipe(_op(E2M1FN, mx(32), rounding=Rounding.SR), _op(E2M1FN, mx(32))),
+        grad_weight=GemmRecipe(_op(E2M1FN, mx(32), rounding=Rounding.SR), _op(E2M1FN, mx(32))),
+    ),
+    "nvfp4": LinearRecipe(
+        "nvfp4",
+        output=GemmRecipe(_op(E2M1FN, nvfp4()), _op(E2M1FN, nvfp4())),
+        grad_input=GemmRecipe(_op(E2M1FN, nvfp4(), rounding=Rounding.SR), _op(E2M1FN, nvfp4())),
+        grad_weight=GemmRecipe(_op(E2M1FN, nvfp4(), rounding=Rounding.SR), _op(E2M1FN, nvfp4())),
+    ),
     "static": LinearRecipe(
         "static",
         output=GemmRecipe(_op(E4M3FN, static_scale=1 / 2.0), _op(E4M3FN, static_scale=1 / 32.0), fast_accum=True),
@@ -129,6 +154,10 @@ RECIPES: dict[str, LinearRecipe] = {
         grad_weight=GemmRecipe(_op(E5M2, static_scale=2.0**-29), _op(E4M3FN, static_scale=1 / 2.0)),
     ),
 }
+
+
+# the recipes whose elements are FP4 (coarser than any FP8 acceptance bound)
+FP4_RECIPES = ("mxfp4", "nvfp4")
 
 
 def get_recipe(recipe: str | LinearRecipe) -> LinearRecipe:

@@ -46,6 +46,7 @@ __all__ = [
     "tile",
     "block",
     "mx",
+    "nvfp4",
     "amax",
     "amax_to_scale",
     "round_down_to_pow2",
@@ -67,6 +68,7 @@ class Kind(Choice):
     TILE = "tile"
     BLOCK = "block"
     MX = "mx"
+    NVFP4 = "nvfp4"
 
 
 class MxMode(Choice):
@@ -83,23 +85,26 @@ class Granularity:
     kind: ``tensorwise`` (one scale); ``axiswise`` (one per slice, reducing along ``dim``, as
     torchao's ``axiswise_dim``); ``tile`` (1 x ``size`` along the last dim); ``block``
     (``size`` x ``size`` over the last two dims); ``mx`` (1 x ``size`` along the last dim with a
-    power-of-two E8M0 scale, ``mx_mode`` ``floor`` or ``rceil``).
+    power-of-two E8M0 scale, ``mx_mode`` ``floor`` or ``rceil``); ``nvfp4`` (1 x 16 with a UE4M3
+    scale, ``two_level`` adding a per-tensor one: quantized by ``fp8ref.nvfp4``, not ``quantize``).
     """
 
     kind: Kind
     dim: int | None = None
     size: int | None = None
     mx_mode: MxMode | None = None
+    two_level: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", choice(self.kind, Kind, "kind"))
         if self.kind == Kind.AXISWISE and (not isinstance(self.dim, int) or isinstance(self.dim, bool)):
             raise TypeError(f"dim: expected an int for axiswise granularity, got {self.dim!r}")
-        if self.kind in (Kind.TILE, Kind.BLOCK, Kind.MX):
+        if self.kind in (Kind.TILE, Kind.BLOCK, Kind.MX, Kind.NVFP4):
             if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 1:
                 raise ValueError(f"size: expected a positive int for {self.kind} granularity, got {self.size!r}")
         if self.kind == Kind.MX:
             object.__setattr__(self, "mx_mode", choice(self.mx_mode, MxMode, "mx_mode"))
+        boolean(self.two_level, "two_level")
 
     def __str__(self) -> str:
         return {
@@ -108,6 +113,7 @@ class Granularity:
             "tile": f"1x{self.size}",
             "block": f"{self.size}x{self.size}",
             "mx": f"mx{self.size}-{self.mx_mode}",
+            "nvfp4": f"nvfp4 1x{self.size}" + (" two-level" if self.two_level else ""),
         }[self.kind]
 
     def check_shape(self, shape: torch.Size) -> None:
@@ -115,7 +121,7 @@ class Granularity:
         nd = len(shape)
         if self.kind == Kind.AXISWISE and not -nd <= self.dim < max(nd, 1):
             raise ValueError(f"dim: {self.dim} is out of range for a tensor of shape {tuple(shape)}")
-        if self.kind in (Kind.TILE, Kind.MX):
+        if self.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
             if nd < 1 or shape[-1] % self.size:
                 raise ValueError(f"x: {self} scaling needs the last dim to be a multiple of {self.size}, "
                                  f"got shape {tuple(shape)}")
@@ -149,6 +155,12 @@ def mx(block_size: int = 32, mode: MxMode | str = MxMode.FLOOR) -> Granularity:
     return Granularity(Kind.MX, size=block_size, mx_mode=mode)
 
 
+def nvfp4(two_level: bool = True) -> Granularity:
+    """NVFP4: 1 x 16 along the last dim, UE4M3 block scales, with a per-tensor scale when
+    ``two_level`` (see ``fp8ref.nvfp4``)."""
+    return Granularity(Kind.NVFP4, size=16, two_level=two_level)
+
+
 def _check_tensor(x, name: str = "x") -> torch.Tensor:
     return tensor(x, name, floating=True)
 
@@ -169,7 +181,7 @@ def amax(x: torch.Tensor, granularity: Granularity) -> torch.Tensor:
     if g.kind == Kind.AXISWISE:
         return a.amax(dim=g.dim, keepdim=True)
     k = g.size
-    if g.kind in (Kind.TILE, Kind.MX):
+    if g.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
         return a.reshape(*a.shape[:-1], a.shape[-1] // k, k).amax(dim=-1)
     m, n = a.shape[-2:]
     return a.reshape(*a.shape[:-2], m // k, k, n // k, k).amax(dim=(-3, -1))
@@ -228,6 +240,8 @@ def compute_scale(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularit
     ``eps`` and ``margin`` do not apply to MX (its scale is a power of two by definition).
     """
     g = _check_granularity(granularity if granularity is not None else tensorwise())
+    if g.kind == Kind.NVFP4:
+        raise ValueError("granularity: NVFP4 scales are UE4M3 decode scales; use fp8ref.nvfp4.quantize")
     a = amax(x, g)
     if g.kind == Kind.MX:
         e = mx_scale_exponent(a, fmt, g.mx_mode)
@@ -242,7 +256,7 @@ def expand_scale(scale: torch.Tensor, granularity: Granularity, shape: torch.Siz
     g.check_shape(shape)
     if g.kind in (Kind.TENSORWISE, Kind.AXISWISE):
         return scale.expand(shape)
-    if g.kind in (Kind.TILE, Kind.MX):
+    if g.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
         return scale.repeat_interleave(g.size, dim=-1).reshape(shape)
     return scale.repeat_interleave(g.size, dim=-2).repeat_interleave(g.size, dim=-1).reshape(shape)
 

@@ -129,7 +129,7 @@ def mx_dequantize(codes: torch.Tensor, scale_codes: torch.Tensor, fmt: str | Fp8
 
     fmt = get_format(fmt)
     elem = _mx_elem_dtype(fmt)
-    data = codes.view(elem) if isinstance(elem, torch.dtype) else codes
+    data = codes.view(elem) if fmt.bits == 8 else codes  # FP4/FP6 stay uint8 (as MXTensor holds them)
     return to_dtype(data, scale_codes.view(torch.float8_e8m0fnu), elem, block_size, dtype)
 
 

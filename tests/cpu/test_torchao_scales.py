@@ -12,8 +12,8 @@ import torch
 
 from fp8ref import install
 from fp8ref import torchao_compat as ao
-from fp8ref.codec import decode
-from fp8ref.formats import E4M3FN, E5M2
+from fp8ref.codec import decode, pack_fp4
+from fp8ref.formats import E4M3FN, E5M2, MX_ELEMENT_FORMATS
 from fp8ref.quantize import quantize
 from fp8ref.recipes import RECIPES
 from fp8ref.scaling import amax, axiswise, compute_scale, mx, mx_scale_exponent, tensorwise
@@ -103,6 +103,14 @@ def test_recipe_table_matches_fp8ref_recipes():
     assert not diffs, "\n".join(diffs)
 
 
+MX_FORMATS = [pytest.param(f, id=f.name) for f in MX_ELEMENT_FORMATS]
+
+
+def _as_torchao_holds(codes: torch.Tensor, fmt) -> torch.Tensor:
+    """Element codes the way torchao's MX data holds them: FP4 two per byte, others one."""
+    return pack_fp4(codes) if fmt.bits == 4 else codes
+
+
 def _mx_inputs(dtype=torch.float32):
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(16, 128, generator=gen) * torch.exp2(torch.randint(-20, 20, (16, 4), generator=gen).float()
@@ -112,14 +120,16 @@ def _mx_inputs(dtype=torch.float32):
 
 
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
-@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
+@pytest.mark.parametrize("fmt", MX_FORMATS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_mx_scales_and_elements_are_bitwise_equal(dtype, fmt, mode):
+    """Each MX element format (MXFP8, MXFP6, MXFP4): scales and element codes (FP4 packed)."""
     x = _mx_inputs(dtype)
     scale, data = ao.to_mx(x, fmt, 32, mode)
     q = quantize(x, fmt, mx(32, mode))
+    ours = _as_torchao_holds(q.codes, fmt)
     assert torch.equal(scale, q.scale_e8m0), "E8M0 scales differ"
-    assert torch.equal(data, q.codes), f"{int((data != q.codes).sum())} element codes differ"
+    assert torch.equal(data, ours), f"{int((data != ours).sum())} element bytes differ"
 
 
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
@@ -161,7 +171,7 @@ def test_mx_exponent_formula_matches_torchao_floor_on_normal_amax():
 
 
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
-@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
+@pytest.mark.parametrize("fmt", MX_FORMATS)
 def test_mx_all_zero_blocks_and_the_e8m0_extremes(fmt, mode):
     """Guards: an E8M0 scale computed wrongly at its ends. Blocks: all zero (scale 2^-127 in both,
     elements 0), amax 2^-140 (below the smallest scale: clamped to code 0), amax near float32's
@@ -176,18 +186,21 @@ def test_mx_all_zero_blocks_and_the_e8m0_extremes(fmt, mode):
     assert torch.equal(scale, q.scale_e8m0), f"E8M0 scales: torchao {scale.flatten().tolist()}, " \
                                              f"fp8ref {q.scale_e8m0.flatten().tolist()}"
     assert int(q.scale_e8m0[0, 0]) == 0 and int(q.scale_e8m0[1, 0]) == 0
-    assert torch.equal(data[0], q.codes[0]) and not bool(data[0].any()), "an all-zero block's elements"
-    assert torch.equal(data[2:], q.codes[2:]), "elements of the large and ordinary blocks"
+    ours = _as_torchao_holds(q.codes, fmt)
+    assert torch.equal(data[0], ours[0]) and not bool(data[0].any()), "an all-zero block's elements"
+    assert torch.equal(data[2:], ours[2:]), "elements of the large and ordinary blocks"
 
 
-@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
+@pytest.mark.parametrize("fmt", MX_FORMATS)
 def test_mx_dequantization_reads_every_scale_code(fmt):
     """Guards: a bad E8M0 expansion (one once zeroed the blocks whose scale byte was 0). torchao's
     dequantization against fp8ref's decode x 2^(code - 127), bitwise in float32, for scale codes
     0 (2^-127), 1, 127, 254 (2^127) and 255 (NaN: the whole block is NaN)."""
-    codes = torch.arange(32, dtype=torch.uint8).repeat(5, 1) + 0x20  # small positive elements
+    positive = fmt.n_codes >> 1  # every non-negative code of the format, smallest first
+    first = 0x20 if fmt.bits == 8 else 1  # small positive elements (FP8), or all of them
+    codes = (torch.arange(32) % (positive - first) + first).to(torch.uint8).repeat(5, 1)
     scale_codes = torch.tensor([[0], [1], [127], [254], [255]], dtype=torch.uint8)
-    theirs = ao.mx_dequantize(codes, scale_codes, fmt, 32, torch.float32)
+    theirs = ao.mx_dequantize(_as_torchao_holds(codes, fmt), scale_codes, fmt, 32, torch.float32)
     ours = decode(codes, fmt) * torch.exp2(scale_codes.float() - 127)
     ours[4] = float("nan")
     same = (theirs == ours) | (torch.isnan(theirs) & torch.isnan(ours))
