@@ -72,6 +72,8 @@ def _probe_finfo() -> dict:
             return {k: float(getattr(fi, k.rsplit(".", 1)[1])) for k in keys}
 
         out.update(_isolated(keys, probe))
+    # FP4 exists in torch only as a two-per-byte storage dtype, without casts
+    out["finfo.float4_e2m1fn_x2"] = "present" if hasattr(torch, "float4_e2m1fn_x2") else "missing"
     return out
 
 
@@ -167,12 +169,48 @@ def _probe_torchao(device: str) -> dict:
         )
     out.update(_isolated(["torchao.mx.default_mode"], lambda: {
         f"torchao.mx.default_mode.{name}": mode for name, mode in ao.mx_default_modes().items()}))
+    out.update(_probe_torchao_narrow(device))
     xe, we, ge = exact_linear_problem(device)
     with install.one_thread():
         for name in TORCHAO_RECIPES:
             key = f"torchao.digest.float8linear.{name}"
             out.update(_isolated([key], lambda name=name, key=key: {
                 key: _sha(*install.run_torchao_linear(name, xe, we, ge))}))
+    return out
+
+
+def _probe_torchao_narrow(device: str) -> dict:
+    """torchao's FP4/FP6 casts on every bfloat16 pattern (in-range mismatches against the codec;
+    what NaN becomes, which no spec fixes), and digests of its MX FP4/FP6 and NVFP4 quantization
+    of one fixed input (a change in rounding, nibble order or the two-level scale changes them)."""
+    from . import torchao_compat as ao
+    from .formats import MX_ELEMENT_FORMATS
+
+    out = {}
+    for fmt in ("e2m1fn", "e2m3fn", "e3m2fn"):
+        key = f"torchao.narrow.{fmt}.bf16"
+
+        def probe(fmt=fmt, key=key):
+            r = check_cast(ao.narrow_cast(fmt), all_16bit_inputs(torch.bfloat16), fmt, "bf16")
+            return {f"{key}.in_range_mismatches": r.in_range_mismatches, f"{key}.inf": r.inf_mode,
+                    f"{key}.nan_codes": "|".join(r.nan_codes)}
+
+        out.update(_isolated([f"{key}.{k}" for k in ("in_range_mismatches", "inf", "nan_codes")], probe))
+    gen = torch.Generator().manual_seed(0)
+    x = (torch.randn(32, 128, generator=gen) * torch.exp2(torch.randint(-8, 8, (32, 1), generator=gen).float())
+         ).to(device)
+    for fmt in MX_ELEMENT_FORMATS[2:]:
+        for mode in ("floor", "rceil"):
+            key = f"torchao.digest.mx.{fmt.name}.{mode}"
+            out.update(_isolated([key], lambda fmt=fmt, mode=mode, key=key: {key: _sha(*ao.to_mx(x, fmt, 32, mode))}))
+    for level in ("single", "two"):
+        key = f"torchao.digest.nvfp4.{level}"
+
+        def nvfp4_probe(level=level, key=key):
+            g = ao.nvfp4_per_tensor_scale(x.abs().amax()) if level == "two" else None
+            return {key: _sha(*ao.nvfp4_quantize(x, g))}
+
+        out.update(_isolated([key], nvfp4_probe))
     return out
 
 
