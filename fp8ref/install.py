@@ -50,8 +50,9 @@ __all__ = [
 # torchao's float8 training recipes (Float8LinearConfig.from_recipe_name), torchao 0.15-0.18
 TORCHAO_RECIPES = ("tensorwise", "rowwise", "rowwise_with_gw_hp")
 # The scalings of torch._scaled_mm: per tensor, per row/column, DeepSeek-V3's 1x128 x 128x128
-# blocks (cuBLAS: sm90 only), MX 1x32 with E8M0 scales (sm100).
-SCALED_MM_SCALINGS = ("tensorwise", "rowwise", "blockwise", "mx")
+# blocks (cuBLAS: sm90 only), MX 1x32 with E8M0 scales (sm100); and with FP4 operands, MXFP4
+# (1x32, E8M0) and NVFP4 (1x16, E4M3) (sm100).
+SCALED_MM_SCALINGS = ("tensorwise", "rowwise", "blockwise", "mx", "mxfp4", "nvfp4")
 # CPU features that decide torch's CPU _scaled_mm backend: with AMX, torch calls oneDNN's FP8
 # matmul, which without a JIT kernel for the CPU runs oneDNN's reference implementation (about
 # 700x slower than a bfloat16 matmul, measured on a Xeon with AMX-BF16/INT8 but no AMX-FP16);
@@ -182,15 +183,25 @@ def scaled_mm(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str
     multiples of 16, scales of ones: float32 () (tensorwise); (M, 1) and (1, N) (rowwise);
     (M, K/128) with strides (1, M) and (K/128, N/128) with strides (1, K/128) (blockwise: 1x128
     for A, 128x128 for B, as torch's ScaledBlas.cpp checks them); E8M0 in cuBLAS's swizzled
-    layout, round_up(M, 128) x round_up(K/32, 4) (mx; all ones, so the swizzle does not matter)."""
+    layout, round_up(M, 128) x round_up(K/32, 4) (mx; all ones, so the swizzle does not matter);
+    mxfp4/nvfp4: FP4 operands and block scales as ``fp4_gemm.scaled_mm`` lays them out."""
     one_of(scaling, SCALED_MM_SCALINGS, "scaling")
     instance(out_dtype, torch.dtype, "out_dtype", "a torch.dtype")
     device_kind(device)  # validates
     if not hasattr(torch, "_scaled_mm"):
         return f"missing: torch {torch.__version__} has no torch._scaled_mm"
+    if scaling in ("mxfp4", "nvfp4") and not hasattr(torch, "float4_e2m1fn_x2"):
+        return f"missing: torch {torch.__version__} has no float4_e2m1fn_x2"
     M, K, N = (32, 64, 48) if scaling in ("tensorwise", "rowwise") else (128, 256, 128)
 
     def call():
+        if scaling in ("mxfp4", "nvfp4"):
+            from . import fp4_gemm
+
+            bs = 32 if scaling == "mxfp4" else 16
+            codes = torch.full((M, K), 2, dtype=torch.uint8)  # 1.0
+            one = torch.full((M, K // bs), 127 if scaling == "mxfp4" else 0x38, dtype=torch.uint8)  # 1.0
+            return fp4_gemm.scaled_mm(scaling, codes, one, codes, one, out_dtype, device)
         gen = torch.Generator().manual_seed(0)
         a = torch.randn(M, K, generator=gen).to(torch.float8_e4m3fn).to(device)
         b = torch.randn(N, K, generator=gen).to(torch.float8_e4m3fn).to(device).t()

@@ -13,6 +13,7 @@ import copy
 import pytest
 import torch
 
+from fp8ref import install
 from fp8ref.bench import LLM_GEMM_SHAPES, device_time, scaled_mm_vs_bf16
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("pytest_benchmark")]
@@ -120,3 +121,44 @@ def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_th
     benchmark.extra_info.update(row)
     record_throughput({"name": f"training step, compiled ({layers} MLP blocks, d={d}, {tokens} tokens)", **row})
     assert all(torch.isfinite(p).all() for p in f8.parameters())
+
+
+@pytest.mark.sm(100, "FP4 block-scaled tensor cores")
+@pytest.mark.parametrize("name,m,k,n", LLM_GEMM_SHAPES, ids=[s[0] for s in LLM_GEMM_SHAPES])
+def test_fp4_vs_fp8_vs_bf16_gemm_throughput(name, m, k, n, gpu_device, dry_run, skip_unless, benchmark,
+                                            record_throughput):
+    """MXFP4 and NVFP4 torch._scaled_mm against FP8 (tensorwise, fast accumulation) and bf16 mm on
+    one shape, each timed with CUDA events; block scales prepared outside the timed calls."""
+    from fp8ref import fp4_gemm
+
+    for kind in fp4_gemm.FP4_KINDS:
+        skip_unless(install.scaled_mm(kind, torch.bfloat16, gpu_device), f"{kind} torch._scaled_mm on {gpu_device}")
+    if dry_run:
+        m, k, n = DRY_SHAPE
+    gen = torch.Generator().manual_seed(0)
+    a, b = torch.randn(m, k, generator=gen), torch.randn(n, k, generator=gen)
+    a16, b16 = a.to(gpu_device, torch.bfloat16), b.to(gpu_device, torch.bfloat16).t()
+    a8, b8 = a.to(gpu_device).to(torch.float8_e4m3fn), b.to(gpu_device).to(torch.float8_e4m3fn).t()
+    one = torch.tensor(1.0, device=gpu_device)
+    x2 = torch.float4_e2m1fn_x2
+    a4 = torch.randint(0, 256, (m, k // 2), generator=gen, dtype=torch.uint8).view(x2).to(gpu_device)
+    b4 = torch.randint(0, 256, (n, k // 2), generator=gen, dtype=torch.uint8).view(x2).to(gpu_device).t()
+
+    def scales(rows: int, bs: int, code: int, dtype) -> torch.Tensor:
+        return fp4_gemm.to_blocked(torch.full((rows, k // bs), code, dtype=torch.uint8)).view(dtype).to(gpu_device)
+
+    s32 = (scales(m, 32, 127, torch.float8_e8m0fnu), scales(n, 32, 127, torch.float8_e8m0fnu))
+    s16 = (scales(m, 16, 0x38, torch.float8_e4m3fn), scales(n, 16, 0x38, torch.float8_e4m3fn))
+    calls = {
+        "bf16": lambda: a16 @ b16,
+        "fp8": lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16, use_fast_accum=True),
+        "mxfp4": lambda: torch._scaled_mm(a4, b4, *s32, out_dtype=torch.bfloat16),
+        "nvfp4": lambda: torch._scaled_mm(a4, b4, *s16, out_dtype=torch.bfloat16),
+    }
+    iters = 3 if dry_run else 20
+    ms = {key: 1e3 * device_time(fn, iters=iters) for key, fn in calls.items()}
+    benchmark(calls["nvfp4"])
+    row = {**{f"{key}_ms": v for key, v in ms.items()},
+           **{f"{key}_over_bf16": ms["bf16"] / ms[key] for key in ("fp8", "mxfp4", "nvfp4")}}
+    benchmark.extra_info.update(row)
+    record_throughput({"name": f"FP4 vs FP8 vs bf16 GEMM {name} ({m}x{k}x{n})", **row})

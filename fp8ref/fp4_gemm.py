@@ -1,0 +1,73 @@
+"""torch's block-scaled FP4 GEMM (MXFP4, NVFP4) fed from fp8ref's codes (harness, not reference).
+
+``torch._scaled_mm`` takes FP4 operands as ``float4_e2m1fn_x2`` (two codes per byte, the even
+element in the low nibble: ``codec.pack_fp4``), A (M, K/2) row-major and B (K/2, N) column-major,
+and block scales in cuBLAS's "block scaling factors layout" (``to_blocked``): E8M0 per 1x32 for
+MXFP4, E4M3 per 1x16 for NVFP4. NVFP4's per-tensor scales are not an argument of the kernel;
+torchao (``nvfp4_tensor._addmm_nvfp4_dispatch``, v0.18) multiplies the output by their product
+afterwards, and so does ``scaled_mm``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .codec import pack_fp4
+from .validate import one_of, tensor
+
+__all__ = ["FP4_KINDS", "to_blocked", "scaled_mm"]
+
+FP4_KINDS = ("mxfp4", "nvfp4")
+_BLOCK = {"mxfp4": 32, "nvfp4": 16}
+
+
+def to_blocked(scales: torch.Tensor) -> torch.Tensor:
+    """(rows, cols) block scales -> cuBLAS's 1D block-scaling-factor layout, flattened.
+
+    From the cuBLAS documentation ("1D Block Scaling Factors Layout"): pad to multiples of 128
+    rows and 4 columns (zeros), cut into 128 x 4 tiles stored one after another (tile row
+    major), and inside a tile put the scale of (row r, column c) at byte ``(r % 32) * 16 +
+    (r // 32) * 4 + c``."""
+    tensor(scales, "scales")
+    if scales.dim() != 2:
+        raise ValueError(f"scales: expected a 2-d tensor, got shape {tuple(scales.shape)}")
+    rows, cols = scales.shape
+    pr, pc = -(-rows // 128) * 128, -(-cols // 4) * 4
+    padded = torch.zeros(pr, pc, dtype=scales.dtype, device=scales.device)
+    padded[:rows, :cols] = scales
+    r = torch.arange(pr, device=scales.device).view(-1, 1)
+    c = torch.arange(pc, device=scales.device).view(1, -1)
+    tile = (r // 128) * (pc // 4) + c // 4
+    inner = (r % 128 % 32) * 16 + (r % 128 // 32) * 4 + c % 4
+    out = torch.empty(pr * pc, dtype=scales.dtype, device=scales.device)
+    out[(tile * 512 + inner).reshape(-1)] = padded.reshape(-1)
+    return out
+
+
+def scaled_mm(kind: str, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor,
+              out_dtype: torch.dtype = torch.bfloat16, device: str = "cuda",
+              tensor_scales: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """``A @ B^T`` on ``device`` by ``torch._scaled_mm`` from E2M1 codes (uint8, one per byte):
+    ``a_codes`` (M, K), ``b_codes`` (N, K); block scale codes ``a_scale`` (M, K/bs) and
+    ``b_scale`` (N, K/bs) (E8M0 for mxfp4, UE4M3 bytes for nvfp4); ``tensor_scales`` (nvfp4 two
+    level): the output is multiplied by their product, in ``out_dtype``, as torchao does."""
+    one_of(kind, FP4_KINDS, "kind")
+    for name, t in (("a_codes", a_codes), ("a_scale", a_scale), ("b_codes", b_codes), ("b_scale", b_scale)):
+        tensor(t, name, dtypes=(torch.uint8,))
+    bs = _BLOCK[kind]
+    (m, k), (n, k2) = a_codes.shape, b_codes.shape
+    if k != k2 or k % bs or a_scale.shape != (m, k // bs) or b_scale.shape != (n, k // bs):
+        raise ValueError(f"a_codes {tuple(a_codes.shape)}, b_codes {tuple(b_codes.shape)}, a_scale "
+                         f"{tuple(a_scale.shape)}, b_scale {tuple(b_scale.shape)}: expected (M, K), (N, K), "
+                         f"(M, K/{bs}), (N, K/{bs})")
+    x2 = torch.float4_e2m1fn_x2
+    scale_dtype = torch.float8_e8m0fnu if kind == "mxfp4" else torch.float8_e4m3fn
+    a = pack_fp4(a_codes).view(x2).to(device)
+    b = pack_fp4(b_codes).view(x2).to(device).t()
+    sa = to_blocked(a_scale).view(scale_dtype).to(device)
+    sb = to_blocked(b_scale).view(scale_dtype).to(device)
+    out = torch._scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
+    if tensor_scales is not None:
+        ga, gb = (t.to(device=device, dtype=torch.float32) for t in tensor_scales)
+        out = out * (ga * gb).to(out_dtype)
+    return out
