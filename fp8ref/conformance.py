@@ -404,11 +404,12 @@ def summarize_reports(reports: list[CastReport]) -> list[str]:
         return sep.join(seen) or "n/a"
 
     lines = []
+    width = max([24, *(len(impl) for impl, _ in groups)])
     for (impl, fmt), rs in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         total = sum(sum(r.counts.values()) for r in rs)
         in_range = sum(r.counts["in_range"] for r in rs)
         bad = sum(r.in_range_mismatches + r.nan_not_nan + r.mode_mismatches for r in rs)
-        line = (f"{fmt:9s} {impl:24s} {total:>12,} inputs ({in_range:,} in range): {bad} mismatches; "
+        line = (f"{fmt:9s} {impl:{width}s} {total:>12,} inputs ({in_range:,} in range): {bad} mismatches; "
                 f"overflow={joined(r.overflow_mode for r in rs)} inf={joined(r.inf_mode for r in rs)} "
                 f"nan={joined(c for r in rs for c in r.nan_codes)}")
         no_enc = joined((r.no_encoding for r in rs), sep=",")

@@ -185,3 +185,20 @@ def test_pack_fp4_matches_torchs_float4_e2m1fn_x2_reading(skip_unless):
     codes = torch.randint(0, 16, (4, 32), generator=torch.Generator().manual_seed(1), dtype=torch.uint8)
     x2 = pack_fp4(codes).view(torch.float4_e2m1fn_x2)
     assert torch.equal(torch.from_numpy(unpack_float4x2_as_uint8(x2)).reshape(codes.shape), codes)
+
+
+def test_narrow_codes_out_of_range_are_refused():
+    with pytest.raises(ValueError, match="4-bit"):
+        decode(torch.tensor([0x10], dtype=torch.uint8), E2M1FN)
+    with pytest.raises(ValueError, match="code: expected an integer in \\[0, 63\\]"):
+        E2M3FN.value_of(64)
+    assert decode(torch.tensor([0x3F], dtype=torch.uint8), E3M2FN).item() == -28.0
+
+
+def test_narrow_formats_by_name():
+    from fp8ref.formats import get_format
+
+    assert get_format("float4_e2m1fn") is E2M1FN and get_format("float6_e3m2fn") is E3M2FN
+    assert get_format("ue4m3") is UE4M3
+    with pytest.raises(ValueError, match="e2m1fn"):
+        get_format("fp4")

@@ -123,3 +123,32 @@ def test_torchao_nvfp4tensor_dequantizes_like_the_reference(level):
     theirs = ao.nvfp4_dequantize(x, g, torch.float32)
     ours = nvfp4.quantize(x, g).dequantize(torch.float32)
     assert torch.equal(theirs, ours), f"{int((theirs != ours).sum())} elements differ"
+
+
+def test_nvfp4_granularity_is_not_a_quantize_scale():
+    from fp8ref.quantize import quantize
+    from fp8ref.scaling import amax, compute_scale
+    from fp8ref.scaling import nvfp4 as nvfp4_granularity
+
+    g = nvfp4_granularity()
+    assert str(g) == "nvfp4 1x16 two-level" and amax(torch.ones(2, 32), g).shape == (2, 2)
+    with pytest.raises(ValueError, match="fp8ref.nvfp4.quantize"):
+        compute_scale(torch.ones(2, 32), E2M1FN, g)
+    with pytest.raises(ValueError, match="fp8ref.nvfp4.quantize"):
+        quantize(torch.ones(2, 32), E2M1FN, g)
+
+
+def test_mx_fp4_nan_block_and_static_nan():
+    """MXFP4: a block holding NaN gets the E8M0 NaN scale and element codes 0 (E2M1 has no NaN);
+    a NaN under a finite static scale has nowhere to go and is refused."""
+    from fp8ref.quantize import quantize, quantize_with_scale
+    from fp8ref.scaling import mx
+
+    x = torch.ones(1, 64)
+    x[0, 1] = float("nan")
+    q = quantize(x, E2M1FN, mx(32))
+    assert q.scale_e8m0.tolist() == [[0xFF, 127 - 2]] and not bool(q.codes[0, :32].any())
+    with pytest.raises(ValueError, match="no NaN"):
+        quantize_with_scale(x, 1.0, E2M1FN)
+    with pytest.raises(ValueError, match="rounds to nearest only"):
+        quantize_with_scale(torch.ones(4), 1.0, "e4m3fn", cast="native", rounding="sr")
