@@ -14,7 +14,7 @@ import torch
 
 from fp8ref.codec import encode
 from fp8ref.delayed import DelayedScaling
-from fp8ref.formats import E4M3FN, E5M2
+from fp8ref.formats import E4M3FN, MX_ELEMENT_FORMATS
 from fp8ref.install import needs_package
 from fp8ref.quantize import quantize, quantize_with_scale
 from fp8ref.scaling import amax, axiswise, block, expand_scale, mx, tensorwise, tile
@@ -25,7 +25,8 @@ hypothesis = pytest.importorskip("hypothesis", reason=needs_package("hypothesis"
 given, st = hypothesis.given, hypothesis.strategies
 
 SHAPE = (16, 64)
-FMTS = [E4M3FN, E5M2]
+# every MX element format (FP8, FP6, FP4): the properties hold for each with its own max and mantissa
+FMTS = list(MX_ELEMENT_FORMATS)
 # small tiles and blocks keep examples fast; the grouping code is size-generic
 GRANS = [tensorwise(), axiswise(-1), axiswise(0), tile(16), block(8), mx(32, "floor"), mx(32, "rceil")]
 NON_MX = [g for g in GRANS if g.kind != "mx"]
