@@ -17,8 +17,8 @@ from .install import require
 from .scaling import Granularity
 
 __all__ = ["require_torchao", "recipe_table", "tensor_to_scale", "dynamic_cast", "to_mx", "mx_dequantize",
-           "mx_default_modes", "narrow_cast", "narrow_decode", "pack_uint4", "nvfp4_quantize", "nvfp4_dequantize",
-           "nvfp4_per_tensor_scale"]
+           "mx_default_modes", "mx_tensor_dequantize", "narrow_cast", "narrow_decode", "pack_uint4",
+           "nvfp4_quantize", "nvfp4_dequantize", "nvfp4_per_tensor_scale"]
 
 # torchao's f32 <-> unpacked FP4/FP6 helpers (``prototype.mx_formats.kernels``) by format name
 _NARROW_HELPERS = {"e2m1fn": ("f32_to_f4_unpacked", "f4_unpacked_to_f32"),
@@ -131,6 +131,17 @@ def mx_dequantize(codes: torch.Tensor, scale_codes: torch.Tensor, fmt: str | Fp8
     elem = _mx_elem_dtype(fmt)
     data = codes.view(elem) if fmt.bits == 8 else codes  # FP4/FP6 stay uint8 (as MXTensor holds them)
     return to_dtype(data, scale_codes.view(torch.float8_e8m0fnu), elem, block_size, dtype)
+
+
+def mx_tensor_dequantize(x: torch.Tensor, fmt: str | Fp8Format, block_size: int = 32, mode: str = "floor",
+                         dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """``MXTensor.to_mx(x, elem, block_size, mode).dequantize(dtype)``."""
+    require_torchao()
+    from torchao.prototype.mx_formats.config import ScaleCalculationMode
+    from torchao.prototype.mx_formats.mx_tensor import MXTensor
+
+    t = MXTensor.to_mx(x, _mx_elem_dtype(get_format(fmt)), block_size, ScaleCalculationMode(mode))
+    return t.dequantize(dtype)
 
 
 def mx_default_modes() -> dict[str, str]:

@@ -206,3 +206,15 @@ def test_mx_dequantization_reads_every_scale_code(fmt):
     same = (theirs == ours) | (torch.isnan(theirs) & torch.isnan(ours))
     assert bool(same.all()), f"blocks differ at scale codes {scale_codes[~same.all(1)].flatten().tolist()}"
     assert bool((theirs[0] != 0).any()), "scale code 0 zeroed its block"
+
+
+@pytest.mark.parametrize("mode", ["floor", "rceil"])
+@pytest.mark.parametrize("fmt", MX_FORMATS)
+def test_mxtensor_dequantizes_like_the_reference(fmt, mode):
+    """``MXTensor.to_mx(...).dequantize()``, the tensor subclass end to end, against fp8ref's
+    quantize + dequantize, bitwise in float32 (the all-zero block included: its 2^-127 scale
+    dequantizes zeros either way)."""
+    x = _mx_inputs()
+    theirs = ao.mx_tensor_dequantize(x, fmt, 32, mode, torch.float32)
+    ours = quantize(x, fmt, mx(32, mode)).dequantize(torch.float32)
+    assert torch.equal(theirs, ours), f"{int((theirs != ours).sum())} elements differ"
