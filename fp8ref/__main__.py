@@ -9,6 +9,7 @@ import argparse
 import json
 import logging
 import sys
+import traceback
 
 import torch
 
@@ -27,9 +28,35 @@ def _cmd_formats(args: argparse.Namespace) -> int:
     return 0
 
 
+class UsageError(Exception):
+    """What the user asked for cannot be done (bad input, a missing file, no such device): one
+    ``error:`` line and exit code 2."""
+
+
+def _check_device(device: str) -> str:
+    """A device this machine has: ``cpu``, or ``cuda[:N]`` when CUDA is available."""
+    from .install import device_kind
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise UsageError(f"--device: expected cpu or cuda[:N], got {device!r}") from exc
+    if dev.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device: expected cpu or cuda[:N], got {device!r}")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: CUDA is not available here (torch {torch.__version__}, "
+                             f"CUDA build {torch.version.cuda or 'none'})")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise UsageError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    device_kind(device)
+    return device
+
+
 def _cmd_profile(args: argparse.Namespace) -> int:
     from .profile import collect, save
 
+    _check_device(args.device)
     profile = collect(args.device, torchao=not args.no_torchao)
     if args.out:
         save(profile, args.out)
@@ -40,9 +67,12 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from .profile import diff, load
+    from .profile import ProfileError, diff, load
 
-    a, b = load(args.a), load(args.b)
+    try:
+        a, b = load(args.a), load(args.b)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from exc
     rows = diff(a, b)
     va, vb = a["versions"], b["versions"]
     print(f"A: {args.a} (torch {va.get('torch')}, torchao {va.get('torchao')}, {va.get('device')})")
@@ -61,6 +91,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 def _cmd_bench(args: argparse.Namespace) -> int:
     from .bench import codec_throughput
 
+    _check_device(args.device)
+    if args.n < 1 or args.repeat < 1:
+        raise UsageError(f"--n and --repeat: expected positive integers, got {args.n} and {args.repeat}")
     rows = codec_throughput(n=args.n, repeat=args.repeat, device=args.device)
     if args.json:
         print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "rows": rows}, indent=2))
@@ -111,17 +144,16 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         compile=args.compile, grad_checkpointing=args.grad_checkpointing, seed=args.seed, device=args.device,
         noise_runs=args.noise_runs, fp8_budget=args.fp8_budget, emulate=args.emulate,
     )
+    _check_device(args.device)
     try:
         cfg.resolved()  # a bad option is the user's input: one line, exit 2
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from exc
     bars = _Bars() if not args.no_progress else None
     try:
         results = compare(cfg, progress=bars)
     except (ResourceUnavailable, MissingPackage) as exc:  # what the user asked for cannot be had here
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from exc
     finally:
         if bars is not None:
             bars.close()
@@ -134,13 +166,20 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     return 1 if args.check and not results["parity"]["within"] else 0
 
 
+EXIT_CODES = """exit codes: 0 done; 1 a difference found (diff: the profiles differ; finetune --check:
+FP8 outside the parity bound); 2 a usage or input error (one 'error:' line; --debug for the
+traceback); 3 an internal error in fp8ref (a bug: the traceback is printed)"""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fp8ref", description="fp8ref: FP8 reference and checks")
+    parser = argparse.ArgumentParser(prog="python -m fp8ref", description="fp8ref: FP8 reference and checks",
+                                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--verbose",
         action="store_true",
         help="also show what torch and torchao log while importing (missing optional kernels, deprecations)",
     )
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (exit codes unchanged)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("formats", help="print the derived format table")
@@ -206,11 +245,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="JSON instead of a table")
     p.set_defaults(func=_cmd_bench)
 
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)  # a usage error exits 2 here, with argparse's message
     if not args.verbose:
         for name in _IMPORT_NOISE:
             logging.getLogger(name).setLevel(logging.ERROR)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        return _error(args, str(exc))
+    except OSError as exc:  # an output that cannot be written, an input that cannot be read
+        where = f" ({exc.filename})" if exc.filename else ""
+        return _error(args, f"{exc.strerror or exc}{where}")
+    except KeyboardInterrupt:
+        print("interrupted: nothing was written", file=sys.stderr)
+        return 130
+    except Exception:  # noqa: BLE001 - a bug: say so, show where, keep 1 and 2 meaningful
+        traceback.print_exc()
+        print("error: internal error in fp8ref (a bug; the traceback is above)", file=sys.stderr)
+        return 3
+
+
+def _error(args: argparse.Namespace, message: str) -> int:
+    if args.debug:
+        traceback.print_exc()
+    print(f"error: {message}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -26,13 +26,14 @@ from pathlib import Path
 import torch
 
 from . import install
+from .atomic import write_text
 from .conformance import all_16bit_inputs, check_cast, torch_cast
 from .formats import FORMATS
 from .install import TORCHAO_RECIPES, device_kind, versions
 from .refusals import attempt
 
-__all__ = ["PROFILE_VERSION", "TOLERANCES", "device_kind", "versions", "collect", "save", "load", "same_value",
-           "diff", "format_diff", "golden_path", "compare_with_golden", "exact_linear_problem"]
+__all__ = ["PROFILE_VERSION", "ProfileError", "TOLERANCES", "device_kind", "versions", "collect", "save", "load",
+           "same_value", "diff", "format_diff", "golden_path", "compare_with_golden", "exact_linear_problem"]
 
 PROFILE_VERSION = 1
 
@@ -268,13 +269,35 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
 
 
 def save(profile: dict, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(profile, indent=1, sort_keys=True) + "\n")
+    """Write a profile as JSON, whole or not at all (``fp8ref.atomic``)."""
+    write_text(path, json.dumps(profile, indent=1, sort_keys=True) + "\n")
+
+
+class ProfileError(ValueError):
+    """A file that cannot be read as a profile of this fp8ref (missing, not JSON, not a profile,
+    or written by a newer profile format). The message names the file and what is wrong."""
 
 
 def load(path: str | Path) -> dict:
-    data = json.loads(Path(path).read_text())
-    if not isinstance(data, dict) or data.get("fp8ref_profile") != PROFILE_VERSION:
-        raise ValueError(f"path: {path} is not an fp8ref profile (version {PROFILE_VERSION})")
+    """Read a profile; ``ProfileError`` (a ValueError) when ``path`` is not one this fp8ref reads."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{path}: not a text file ({exc.reason})") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProfileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
+                           f"truncated or corrupted?") from exc
+    version = data.get("fp8ref_profile") if isinstance(data, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > PROFILE_VERSION:
+        raise ProfileError(f"{path}: written by a newer fp8ref (profile format {version}; this fp8ref reads "
+                           f"format {PROFILE_VERSION}); upgrade fp8ref to read it")
+    if version != PROFILE_VERSION or not isinstance(data.get("behaviour"), dict):
+        raise ProfileError(f"{path}: not an fp8ref profile (expected a JSON object with fp8ref_profile = "
+                           f"{PROFILE_VERSION} and a behaviour mapping)")
     return data
 
 
@@ -317,7 +340,8 @@ def compare_with_golden(golden_dir: str | Path, device: str = "cpu", update: boo
     the device kind.
 
     Returns (status, lines): ``("equal", [])``, ``("differs", one line per key)``,
-    ``("missing", [how to pin])`` or, with ``update``, ``("updated", [what was written])``.
+    ``("missing", [how to pin])``, ``("unreadable", [what is wrong, how to re-pin])`` (a truncated
+    or corrupted golden) or, with ``update``, ``("updated", [what was written])``.
     """
     path = golden_path(golden_dir, device)
     if now is None:
@@ -331,5 +355,10 @@ def compare_with_golden(golden_dir: str | Path, device: str = "cpu", update: boo
             f"no golden profile for device kind {device_kind(device)!r} ({path}); pin one with "
             f"`pytest --fp8-update-golden` (or `python -m fp8ref profile --device {device} --out {path}`)"
         ]
-    lines = format_diff(load(path), now)
+    try:
+        pinned = load(path)
+    except ProfileError as exc:
+        return "unreadable", [f"the golden profile {exc}", "restore it from version control, or re-pin on purpose: "
+                              "`pytest tests/cpu/test_golden_profile.py --fp8-update-golden`"]
+    lines = format_diff(pinned, now)
     return ("differs" if lines else "equal"), lines

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+from ..atomic import replacing, write_text
 from ..install import require
 from .presets import PARITY_Z
 
@@ -14,9 +15,6 @@ __all__ = ["save_results", "summary_lines", "parity_line", "plot_losses"]
 
 def save_results(results: dict, path: str | Path) -> Path:
     """Write the results as JSON (NaN written as null)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-
     def clean(x):
         if isinstance(x, float) and not math.isfinite(x):
             return None
@@ -26,8 +24,7 @@ def save_results(results: dict, path: str | Path) -> Path:
             return [clean(v) for v in x]
         return x
 
-    path.write_text(json.dumps(clean(results), indent=1) + "\n")
-    return path
+    return write_text(path, json.dumps(clean(results), indent=1) + "\n")
 
 
 def _fmt(x, spec: str) -> str:
@@ -72,8 +69,6 @@ def plot_losses(results: dict, path: str | Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     r, c = results["runs"], results["config"]
     nan = float("nan")
     b = [nan if x is None else x for x in r["bf16"]["losses"]]
@@ -103,6 +98,9 @@ def plot_losses(results: dict, path: str | Path) -> Path:
     dx.set_xlabel("step")
     dx.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    try:
+        with replacing(path) as tmp:
+            fig.savefig(tmp, dpi=110, format="png")
+    finally:
+        plt.close(fig)
+    return Path(path)

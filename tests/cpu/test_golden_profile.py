@@ -26,4 +26,5 @@ def test_behaviour_profile_matches_the_cpu_golden(request, record_observation):
     if status in ("missing", "updated"):
         record_observation("golden profile (cpu)", lines[0])
         pytest.skip(lines[0])
+    assert status != "unreadable", "\n".join(lines)
     assert status == "equal", "FP8 behaviour differs from the pinned golden:\n" + "\n".join(lines)

@@ -104,3 +104,12 @@ def test_bad_profile_and_device_are_rejected(tmp_path):
         load(tmp_path / "x.json")
     with pytest.raises(ValueError, match="device: expected 'cpu' or 'cuda"):
         device_kind("mps")
+
+
+@pytest.mark.parametrize("content", ['{"fp8ref_profile": 1, "behav', "", "[]"], ids=["truncated", "empty", "list"])
+def test_a_corrupted_golden_names_the_file_and_how_to_re_pin(tmp_path, content):
+    path = tmp_path / "cpu.json"
+    path.write_text(content)
+    status, lines = compare_with_golden(tmp_path, "cpu", now={"fp8ref_profile": 1, "versions": {}, "behaviour": {}})
+    assert status == "unreadable"
+    assert str(path) in lines[0] and "--fp8-update-golden" in lines[1]
