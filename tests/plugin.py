@@ -17,7 +17,8 @@ import pytest
 from fp8ref import install
 
 ROOT = Path(__file__).resolve().parent.parent
-_FOLDER_MARKS = {("tests", "cpu"): pytest.mark.cpu, ("tests", "gpu"): pytest.mark.gpu}
+_FOLDER_MARKS = {("tests", "cpu"): [pytest.mark.cpu], ("tests", "gpu"): [pytest.mark.gpu],
+                 ("tests", "meta"): [pytest.mark.cpu, pytest.mark.meta]}
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -42,8 +43,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             folder = item.path.resolve().relative_to(ROOT).parts[:2]
         except ValueError:  # a test file outside the repository (given on the command line)
             folder = ()
-        if folder in _FOLDER_MARKS:
-            item.add_marker(_FOLDER_MARKS[folder])
+        for mark in _FOLDER_MARKS.get(folder, ()):
+            item.add_marker(mark)
         if item.get_closest_marker("slow") and not slow:
             item.add_marker(pytest.mark.skip(reason="slow sweep: run with --fp8-slow"))
 

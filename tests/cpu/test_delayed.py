@@ -11,6 +11,7 @@ from fp8ref.emulate import fp8_autocast, fp8_linear
 from fp8ref.formats import E4M3FN, E5M2
 from fp8ref.quantize import quantize_with_scale
 from fp8ref.scaling import amax_to_scale
+from tests.conformance_checks import delayed_mismatch
 
 T = torch.tensor
 
@@ -235,3 +236,15 @@ def test_delayed_scaling_keeps_the_previous_scale_for_a_bad_amax_under_either_ru
         assert torch.equal(ds.scale, good), bad
     with pytest.raises(ValueError, match="rule"):
         DelayedScaling(rule="deepseek")
+
+
+@pytest.mark.parametrize("algo", ["max", "most_recent"])
+@pytest.mark.parametrize("margin", [0, 2])
+def test_delayed_scaling_follows_its_window(algo, margin):
+    """fp8ref's DelayedScaling against the oracle in tests/conformance_checks.py (the same check
+    tests/meta feeds a broken implementation): a spike, a quiet stretch longer than the window,
+    a zero and an inf."""
+    amaxes = [1.0, 3.0, 250.0, 2.0, 2.5, 1.5, 0.5, 0.25, 0.0, 4.0, float("inf"), 1.0, 0.75]
+    problem = delayed_mismatch(lambda: DelayedScaling(E4M3FN, history_len=4, algo=algo, margin=margin),
+                               amaxes, E4M3FN, 4, algo, margin)
+    assert problem is None, problem

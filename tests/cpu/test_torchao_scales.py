@@ -15,24 +15,14 @@ from fp8ref import torchao_compat as ao
 from fp8ref.codec import decode, pack_fp4
 from fp8ref.formats import E4M3FN, E5M2, MX_ELEMENT_FORMATS
 from fp8ref.quantize import quantize
-from fp8ref.recipes import RECIPES
-from fp8ref.scaling import amax, axiswise, compute_scale, mx, mx_scale_exponent, tensorwise
+from fp8ref.scaling import axiswise, compute_scale, mx, mx_scale_exponent, tensorwise
+from tests.conformance_checks import recipe_table_diffs, scale_inputs, scale_mismatch
 
 pytestmark = [pytest.mark.needs("torchao")]
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 GRANS = [tensorwise(), axiswise(-1), axiswise(0), axiswise(1)]
 CAST_GRANS = GRANS[:3]  # Float8TrainingTensor accepts axiswise_dim None, 0 or -1 only
-
-
-def _inputs(dtype):
-    """Seeded tensors of shape (4, 8, 32): wide ranges, a zero slice, tiny slices."""
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(4, 8, 32, generator=gen) * torch.exp2(torch.randint(-12, 12, (4, 8, 1), generator=gen).float())
-    x[1, 2] = 0.0  # amax 0 along dim -1
-    x[2, :, 5] = 1e-30 if dtype == torch.float32 else 1e-6  # tiny amax along dims 0/1
-    x[3] *= 1e-3
-    return x.to(dtype)
 
 
 def _cases(grans):
@@ -44,19 +34,13 @@ def _cases(grans):
 
 @_cases(GRANS)
 def test_scales_are_bitwise_equal(dtype, fmt, g, pow2):
-    x = _inputs(dtype)
-    theirs = ao.tensor_to_scale(x, fmt, g, pow2)
-    ours = compute_scale(x, fmt, g, pow2=pow2)
-    assert theirs.dtype == ours.dtype == torch.float32 and theirs.shape == ours.shape
-    bad = (theirs.view(torch.int32) != ours.view(torch.int32)).nonzero()
-    assert bad.numel() == 0, f"torchao scale differs at {bad[:4].tolist()}: " + ", ".join(
-        f"amax {amax(x, g)[tuple(i)].item()!r}: torchao {theirs[tuple(i)].item()!r}, fp8ref {ours[tuple(i)].item()!r}"
-        for i in bad[:4])
+    problem = scale_mismatch(ao.tensor_to_scale, scale_inputs(dtype), fmt, g, pow2)
+    assert problem is None, f"torchao {problem}"
 
 
 @_cases(CAST_GRANS)
 def test_dynamic_cast_data_and_scale_are_bitwise_equal(dtype, fmt, g, pow2):
-    x = _inputs(dtype)
+    x = scale_inputs(dtype)
     codes, scale = ao.dynamic_cast(x, fmt, g, pow2)
     q = quantize(x, fmt, g, pow2=pow2)
     assert torch.equal(scale.view(torch.int32), q.scale.view(torch.int32))
@@ -95,12 +79,8 @@ def test_pow2_scale_for_an_amax_one_ulp_above_max_over_a_power_of_two(j):
 
 
 def test_recipe_table_matches_fp8ref_recipes():
-    diffs = []
-    for name in install.TORCHAO_RECIPES:
-        theirs, ours = ao.recipe_table(name), RECIPES[name].describe()
-        diffs += [f"{name}.{k}: torchao {theirs.get(k)!r}, fp8ref {ours.get(k)!r}"
-                  for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
-    assert not diffs, "\n".join(diffs)
+    diffs = recipe_table_diffs(ao.recipe_table, install.TORCHAO_RECIPES)
+    assert not diffs, "torchao's recipe table against fp8ref's:\n" + "\n".join(diffs)
 
 
 MX_FORMATS = [pytest.param(f, id=f.name) for f in MX_ELEMENT_FORMATS]

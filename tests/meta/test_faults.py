@@ -1,0 +1,218 @@
+"""The harness catches faults: deliberately broken implementations run through the same checks
+the suite holds torch and torchao to, and each must be reported. A fault that passes means a
+check went blind, and fails here.
+
+Faults are the kinds an upgrade could bring: rounding (truncation, ties away from zero),
+flushed subnormals, lost -0.0, NaN turned into max, a wrong exponent bias; a missing eps clamp,
+a scale one ulp off, power-of-two rounding up, axiswise amax on the wrong dim; E4M3 gradients
+where the recipe says E5M2; delayed scaling on the latest amax instead of the window's max; a
+_scaled_mm that divides by its scales or accumulates in bfloat16.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from fp8ref.codec import decode, encode
+from fp8ref.conformance import Implementation, all_16bit_inputs, check_cast
+from fp8ref.delayed import DelayedScaling
+from fp8ref.formats import E4M3FN, E5M2
+from fp8ref.recipes import RECIPES
+from fp8ref.scaling import EPS, amax, axiswise, compute_scale, round_down_to_pow2, tensorwise
+from tests import scaled_mm_checks
+from tests.conformance_checks import delayed_mismatch, recipe_table_diffs, scale_inputs, scale_mismatch
+
+
+# --- casts, through fp8ref.conformance.check_cast on every bfloat16 pattern ---------------------
+def _magnitude_step(codes: torch.Tensor, fmt, up: torch.Tensor) -> torch.Tensor:
+    """The code one step larger in magnitude where ``up`` (sign-magnitude codes: +1)."""
+    return torch.where(up, codes + 1, codes)
+
+
+def _ties_away(x: torch.Tensor, fmt) -> torch.Tensor:
+    rne = encode(x, fmt, saturate=True)
+    low = encode(x, fmt, saturate=True, rounding="rtz")
+    lo, hi = decode(low, fmt).abs(), decode(low + 1, fmt).abs()  # the two neighbours of |x|
+    tie = (x.float().abs() == (lo + hi) / 2) & (low & 0x7F != fmt.max_code)
+    return torch.where(tie, _magnitude_step(low, fmt, tie), rne)
+
+
+def _flush_subnormals(x: torch.Tensor, fmt) -> torch.Tensor:
+    codes = encode(x, fmt, saturate=True)
+    sub = (decode(codes, fmt).abs() < fmt.min_normal) & (decode(codes, fmt) != 0)
+    return torch.where(sub, codes & 0x80, codes)
+
+
+def _lose_negative_zero(x: torch.Tensor, fmt) -> torch.Tensor:
+    codes = encode(x, fmt, saturate=True)
+    return torch.where(codes == 0x80, torch.zeros_like(codes), codes)
+
+
+def _nan_to_max(x: torch.Tensor, fmt) -> torch.Tensor:
+    codes = encode(x, fmt, saturate=True)
+    return torch.where(torch.isnan(x), torch.full_like(codes, fmt.max_code), codes)
+
+
+def _wrong_bias(x: torch.Tensor, fmt) -> torch.Tensor:
+    return encode(x, dataclasses.replace(fmt, bias=fmt.bias + 1, name=f"{fmt.name}-bias+1"), saturate=True)
+
+
+CAST_FAULTS = {
+    "truncation": lambda x, fmt: encode(x, fmt, saturate=True, rounding="rtz"),
+    "ties away from zero": _ties_away,
+    "flushed subnormals": _flush_subnormals,
+    "-0.0 lost": _lose_negative_zero,
+    "NaN -> max": _nan_to_max,
+    "exponent bias + 1": _wrong_bias,
+}
+
+
+def test_a_correct_saturating_cast_passes():
+    impl = Implementation("codec-saturating", "-", lambda x: encode(x, E4M3FN, saturate=True))
+    assert check_cast(impl, all_16bit_inputs(torch.bfloat16), E4M3FN).ok
+
+
+def cast_fault_caught(fault: str, fmt) -> bool:
+    impl = Implementation(f"broken ({fault})", "-", lambda x: CAST_FAULTS[fault](x, fmt))
+    return not check_cast(impl, all_16bit_inputs(torch.bfloat16), fmt, "all bfloat16").ok
+
+
+@pytest.mark.parametrize("fmt", [E4M3FN, E5M2], ids=str)
+@pytest.mark.parametrize("fault", list(CAST_FAULTS))
+def test_cast_fault_is_caught(fault, fmt):
+    assert cast_fault_caught(fault, fmt), f"check_cast did not notice {fault} ({fmt})"
+
+
+# --- scales, through tests/conformance_checks.scale_mismatch -----------------------------------
+def _no_eps_clamp(x, fmt, g, pow2):
+    s = (fmt.max / amax(x, g).double()).float()
+    return round_down_to_pow2(s) if pow2 else s
+
+
+def _one_ulp_up(x, fmt, g, pow2):
+    return torch.nextafter(compute_scale(x, fmt, g, pow2=pow2), torch.tensor(float("inf")))
+
+
+def _pow2_rounds_up(x, fmt, g, pow2):
+    s = compute_scale(x, fmt, g, pow2=False)
+    exact = round_down_to_pow2(s)
+    return torch.where(exact == s, s, exact * 2) if pow2 else s
+
+
+def _axiswise_wrong_dim(x, fmt, g, pow2):
+    wrong = axiswise(0 if g.dim in (-1, x.dim() - 1) else -1)
+    a = amax(x, wrong).amax().expand(amax(x, g).shape)  # one scale for every slice of the asked dim
+    s = (fmt.max / a.double().clamp(min=EPS)).float()
+    return round_down_to_pow2(s) if pow2 else s
+
+
+SCALE_FAULTS = {
+    "missing eps clamp": (_no_eps_clamp, axiswise(-1), False),
+    "scale one ulp high": (_one_ulp_up, tensorwise(), False),
+    "pow2 rounds up": (_pow2_rounds_up, axiswise(-1), True),
+    "axiswise amax on the wrong dim": (_axiswise_wrong_dim, axiswise(-1), False),
+}
+
+
+def scale_fault_caught(fault: str) -> bool:
+    fn, g, pow2 = SCALE_FAULTS[fault]
+    return scale_mismatch(fn, scale_inputs(torch.float32), E4M3FN, g, pow2) is not None
+
+
+@pytest.mark.parametrize("fault", list(SCALE_FAULTS))
+def test_scale_fault_is_caught(fault):
+    _, g, pow2 = SCALE_FAULTS[fault]
+    assert scale_mismatch(lambda x, f, gg, p: compute_scale(x, f, gg, pow2=p), scale_inputs(torch.float32),
+                          E4M3FN, g, pow2) is None  # the check passes the reference itself
+    assert scale_fault_caught(fault), f"scale_mismatch did not notice {fault}"
+
+
+# --- the recipe table, through recipe_table_diffs -----------------------------------------------
+def _e4m3_gradients(name):
+    table = RECIPES[name].describe()
+    return {k: v.replace("e5m2", "e4m3fn") if isinstance(v, str) else v for k, v in table.items()}
+
+
+def recipe_fault_caught() -> bool:
+    return any("grad_input.a" in d for d in recipe_table_diffs(_e4m3_gradients, ("tensorwise",)))
+
+
+def test_e4m3_gradients_in_the_recipe_table_are_caught():
+    assert recipe_table_diffs(lambda n: RECIPES[n].describe(), ("tensorwise",)) == []
+    assert recipe_fault_caught()
+
+
+# --- delayed scaling, through delayed_mismatch --------------------------------------------------
+class LatestAmaxDelayedScaling(DelayedScaling):
+    """Asked for the window's max, uses the latest amax."""
+
+    def reduced_amax(self):
+        return self.amax_history[0]
+
+
+AMAXES = [1.0, 3.0, 250.0, 2.0, 2.5, 1.5]
+
+
+def delayed_fault_caught() -> bool:
+    return delayed_mismatch(lambda: LatestAmaxDelayedScaling(E4M3FN, 4, "max"), AMAXES, E4M3FN, 4, "max") is not None
+
+
+def test_delayed_scaling_on_the_latest_amax_is_caught():
+    assert delayed_mismatch(lambda: DelayedScaling(E4M3FN, 4, "max"), AMAXES, E4M3FN, 4, "max") is None
+    assert delayed_fault_caught()
+
+
+# --- _scaled_mm, through tests/scaled_mm_checks.excess -------------------------------------------
+def _stand_in(fault):
+    def mm(a, b, scale_a, scale_b, bias=None, out_dtype=torch.float32, use_fast_accum=False, **_):
+        va, vb = a.view(torch.uint8), b.t().contiguous().view(torch.uint8).t()
+        va, vb = decode(va, E4M3FN).double(), decode(vb, E4M3FN).double()
+        sa, sb = scale_a.double(), scale_b.double()
+        if fault == "divides by its scales":
+            sa, sb = 1 / sa, 1 / sb
+        prod = va @ vb
+        if fault == "accumulates in bfloat16":
+            prod = torch.zeros(va.shape[0], vb.shape[1], dtype=torch.float64)
+            for k in range(va.shape[1]):
+                prod = (prod + va[:, k:k + 1] @ vb[k:k + 1, :]).bfloat16().double()
+        out = prod * sa * sb
+        if bias is not None:
+            out = out + bias.double()
+        return out.to(out_dtype)
+
+    return mm
+
+
+MM_FAULTS = ["divides by its scales", "accumulates in bfloat16"]
+
+
+def scaled_mm_excess(fault: str | None) -> str | None:
+    c = scaled_mm_checks.case(32, 64, 48, "rowwise", "cpu")
+    real = torch._scaled_mm
+    torch._scaled_mm = _stand_in(fault)
+    try:
+        return scaled_mm_checks.excess(c, scaled_mm_checks.run(c, torch.float32), torch.float32)
+    finally:
+        torch._scaled_mm = real
+
+
+@pytest.mark.parametrize("fault", MM_FAULTS)
+def test_scaled_mm_fault_is_caught(fault):
+    assert scaled_mm_excess(None) is None
+    assert scaled_mm_excess(fault) is not None
+
+
+def test_the_catch_rate_over_every_injected_fault(record_observation):
+    """Every fault above again, in one place (no state shared between tests, so any order works):
+    the catch rate goes into the end-of-run summary."""
+    results = {f"cast {fmt.name}: {f}": cast_fault_caught(f, fmt) for fmt in (E4M3FN, E5M2) for f in CAST_FAULTS}
+    results |= {f"scale: {f}": scale_fault_caught(f) for f in SCALE_FAULTS}
+    results["recipe: E4M3 gradients"] = recipe_fault_caught()
+    results["delayed: latest amax instead of the window max"] = delayed_fault_caught()
+    results |= {f"_scaled_mm: {f}": scaled_mm_excess(f) is not None for f in MM_FAULTS}
+    caught = sum(results.values())
+    record_observation("tests/meta: injected faults caught", f"{caught} of {len(results)}")
+    assert caught == len(results), [k for k, v in results.items() if not v]
