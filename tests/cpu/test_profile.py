@@ -50,10 +50,17 @@ def test_a_changed_golden_fails_with_readable_lines(tmp_path, here):
     assert compare_with_golden(tmp_path, "cpu", now=golden) == ("equal", [])
 
 
-def test_compare_with_golden_collects_this_install_when_not_given_a_profile(tmp_path, here):
+def test_compare_with_golden_collects_this_install_when_not_given_a_profile(tmp_path, here, monkeypatch):
+    import fp8ref.profile
+
+    seen = []
+    real = fp8ref.profile.collect
+    monkeypatch.setattr(fp8ref.profile, "collect", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
     save(here, tmp_path / "cpu.json")
     status, lines = compare_with_golden(tmp_path, "cpu")  # collects again: same install, same answers
     assert (status, lines) == ("equal", [])
+    # and two runs on one install are identical, not merely within TOLERANCES
+    assert len(seen) == 1 and seen[0]["behaviour"] == here["behaviour"]
 
 
 def test_missing_golden_says_how_to_pin(tmp_path, here):
