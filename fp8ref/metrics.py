@@ -25,6 +25,8 @@ def _pair(x, ref) -> tuple[torch.Tensor, torch.Tensor]:
     tensor(ref, "ref")
     if x.shape != ref.shape:
         raise ValueError(f"x, ref: expected equal shapes, got {tuple(x.shape)} and {tuple(ref.shape)}")
+    if x.numel() == 0:
+        raise ValueError("x, ref: expected non-empty tensors (an error measure of nothing is undefined)")
     return x.detach().double(), ref.detach().double()
 
 

@@ -100,6 +100,8 @@ def quantize(x: torch.Tensor, tensor_scale: torch.Tensor | float | None = None, 
         if tensor_scale.numel() != 1:
             raise ValueError(f"tensor_scale: expected one value, got shape {tuple(tensor_scale.shape)}")
         tensor_scale = tensor_scale.to(device=x.device, dtype=torch.float32).reshape(())
+        if not (bool(torch.isfinite(tensor_scale)) and float(tensor_scale) > 0):
+            raise ValueError(f"tensor_scale: expected a positive finite value, got {float(tensor_scale)!r}")
     xb = _blocks(x)
     block_decode = xb.abs().amax(dim=-1) / E2M1FN.max
     if tensor_scale is not None:

@@ -85,9 +85,23 @@ def _cast(y: torch.Tensor, fmt: Fp8Format, cast: Cast, rounding: Rounding) -> to
 def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: str | Fp8Format,
                         granularity: Granularity | None = None, *, cast: Cast | str = Cast.CODEC,
                         rounding: Rounding | str = Rounding.RNE) -> Fp8Data:
-    """Quantize with a given scale (static or delayed scaling). ``scale`` is shaped per group.
-    ``rounding``: the codec's rounding mode (``rne``, ``rtz``, ``sr`` from torch's default
-    generator, so ``torch.manual_seed`` makes it repeatable)."""
+    """Quantize with a given scale (static or delayed scaling). ``scale``: positive and finite,
+    shaped per group (``scaling.scale_shape``; one value for tensorwise). ``rounding``: the codec's
+    rounding mode (``rne``, ``rtz``, ``sr`` from torch's default generator, so
+    ``torch.manual_seed`` makes it repeatable). float64 ``x`` is rounded to float32 first."""
+    if isinstance(scale, torch.Tensor):
+        bad = ~(torch.isfinite(scale) & (scale > 0))
+        if bool(bad.any()):
+            raise ValueError(f"scale: expected positive finite values, got {int(bad.sum())} that are not "
+                             f"(first {scale[bad].flatten()[0].item()!r})")
+    elif isinstance(scale, (int, float)) and not isinstance(scale, bool) and not (0 < scale < float("inf")):
+        raise ValueError(f"scale: expected a positive finite number, got {scale!r}")
+    return _quantize_with_scale(x, scale, fmt, granularity, cast=cast, rounding=rounding)
+
+
+def _quantize_with_scale(x, scale, fmt, granularity=None, *, cast=Cast.CODEC, rounding=Rounding.RNE) -> Fp8Data:
+    """quantize_with_scale without the scale check: current scaling's scale may be NaN or 0 for a
+    group holding NaN or inf (see ``scaling``), and that is its documented result."""
     fmt = get_format(fmt)
     g = granularity if granularity is not None else tensorwise()
     tensor(x, "x", floating=True)
@@ -111,7 +125,7 @@ def quantize(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity | N
     """Current scaling: compute the scale from ``x`` itself, then quantize."""
     g = granularity if granularity is not None else tensorwise()
     scale = compute_scale(x, fmt, g, pow2=pow2, eps=eps, margin=margin)
-    return quantize_with_scale(x, scale, fmt, g, cast=cast, rounding=rounding)
+    return _quantize_with_scale(x, scale, fmt, g, cast=cast, rounding=rounding)
 
 
 def dequantize(q: Fp8Data, dtype: torch.dtype | None = None) -> torch.Tensor:

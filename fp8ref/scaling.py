@@ -53,6 +53,7 @@ __all__ = [
     "mx_scale_exponent",
     "compute_scale",
     "expand_scale",
+    "scale_shape",
     "to_scale_inv",
     "from_scale_inv",
 ]
@@ -203,8 +204,12 @@ def round_down_to_pow2(scale: torch.Tensor) -> torch.Tensor:
 
 def amax_to_scale(amax_: torch.Tensor, fmt: str | Fp8Format, *, pow2: bool = False, eps: float = EPS,
                   margin: int = 0) -> torch.Tensor:
-    """torchao's formula (float64 intermediate, eps clamp), TE's margin, optional pow2 rounding down."""
+    """torchao's formula (float64 intermediate, eps clamp), TE's margin, optional pow2 rounding down.
+    ``amax`` is an absolute maximum: negative values are refused; NaN and inf give the documented
+    NaN and 0 scales (module docstring)."""
     _check_tensor(amax_, "amax")
+    if bool((amax_ < 0).any()):
+        raise ValueError(f"amax: expected non-negative values (an absolute maximum), got {amax_.min().item()!r}")
     fmt = get_format(fmt)
     boolean(pow2, "pow2")
     positive_number(eps, "eps")
@@ -249,11 +254,24 @@ def compute_scale(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularit
     return amax_to_scale(a, fmt, pow2=pow2, eps=eps, margin=margin)
 
 
+def scale_shape(granularity: Granularity, shape: torch.Size) -> torch.Size:
+    """The shape of the per-group scales (and amax) of a tensor of ``shape`` at ``granularity``."""
+    g = _check_granularity(granularity)
+    return amax(torch.empty(shape, device="meta"), g).shape
+
+
 def expand_scale(scale: torch.Tensor, granularity: Granularity, shape: torch.Size) -> torch.Tensor:
-    """Broadcast a per-group scale to the full tensor shape (elementwise multiply ready)."""
+    """Broadcast a per-group scale to the full tensor shape (elementwise multiply ready). The
+    scale must have the group shape (``scale_shape``); a tensorwise scale may be any one value."""
     g = _check_granularity(granularity)
     _check_tensor(scale, "scale")
     g.check_shape(shape)
+    want = scale_shape(g, shape)
+    if g.kind == Kind.TENSORWISE and scale.numel() == 1:
+        scale = scale.reshape(())
+    elif scale.shape != want:
+        raise ValueError(f"scale: expected shape {tuple(want)} ({g} scaling of shape {tuple(shape)}), "
+                         f"got {tuple(scale.shape)}")
     if g.kind in (Kind.TENSORWISE, Kind.AXISWISE):
         return scale.expand(shape)
     if g.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
