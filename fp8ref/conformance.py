@@ -22,6 +22,7 @@ Each input is put in one class, from the format definition alone (via the codec)
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from collections.abc import Callable
 
@@ -43,6 +44,8 @@ __all__ = [
     "describe_inputs",
     "summarize_reports",
     "merge_reports",
+    "sweep_float32",
+    "overflow_threshold",
 ]
 
 @dataclasses.dataclass(frozen=True)
@@ -417,3 +420,88 @@ def summarize_reports(reports: list[CastReport]) -> list[str]:
             line += f" no-encoding={no_enc}"
         lines.append(line)
     return lines
+
+
+# --------------------------------------------------------------------------------------------
+# the 2^32 float32 sweep: whole chunks of one class checked at the cost of the cast itself
+# --------------------------------------------------------------------------------------------
+_INF_BITS = 0x7F800000
+
+
+@functools.cache
+def overflow_threshold(fmt: Fp8Format) -> int:
+    """The smallest float32 magnitude bit pattern that overflows ``fmt`` when rounded to nearest
+    (the codec's saturating and non-saturating results differ from there up to inf), found by
+    bisection with the codec: every larger finite pattern overflows too."""
+    def overflows(a: int) -> bool:
+        x = torch.tensor([a], dtype=torch.int32).view(torch.float32)
+        return bool(_encode(x, fmt, False)[0] != _encode(x, fmt, True)[0])
+
+    lo, hi = 0, _INF_BITS - 1  # lo never overflows (zero), hi does (float32 max)
+    if not overflows(hi):
+        return _INF_BITS  # nothing finite overflows
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if overflows(mid) else (mid, hi)
+    return hi
+
+
+def _homogeneous_report(impl: Implementation, fmt: Fp8Format, inputs: str, x: torch.Tensor,
+                        got: torch.Tensor, a_lo: int, a_hi: int, negative: bool) -> CastReport | None:
+    """The report for a chunk of consecutive float32 patterns that lie in one input class, at the
+    cost of one codec pass and one comparison; None when the chunk is mixed, or does not match
+    the one expected answer (the caller then runs the full ``check_cast`` and its readable lines)."""
+    n = x.numel()
+    counts = dict.fromkeys(("in_range", "nan", "overflow", "inf", "no_encoding"), 0)
+    base = {"impl": str(impl), "fmt": fmt.name, "inputs": inputs, "in_range_mismatches": 0, "nan_not_nan": 0,
+            "overflow_mode": "n/a", "inf_mode": "n/a", "no_encoding": "n/a", "nan_codes": [],
+            "mode_mismatches": 0, "failures": []}
+    unsigned_negative = not fmt.signed and negative
+    if a_lo > _INF_BITS:  # all NaN
+        if fmt.has_nan and not bool(_is_nan_code(got, fmt).all()):
+            return None
+        seen = torch.bincount(got.to(torch.int64), minlength=256).nonzero().flatten().tolist()
+        counts["nan"] = n
+        return CastReport(counts=counts, **{**base, "nan_codes": [f"0x{c:02x}" for c in seen]})
+    if a_hi >= _INF_BITS or unsigned_negative or (not fmt.has_zero and a_lo == 0):
+        return None  # inf, or E8M0/UE4M3's no-encoding inputs: the full check observes them
+    threshold = overflow_threshold(fmt)
+    if a_hi < threshold:  # all in range: one codec pass, equal or not
+        if not torch.equal(got, _encode(x, fmt, False)):
+            return None
+        counts["in_range"] = n
+        return CastReport(counts=counts, **base)
+    if a_lo >= threshold:  # all finite overflow: one mode explains every input, or the full check says more
+        for mode, sat in (("saturate", True), ("nonsaturate", False)):
+            if bool(_codes_equal(got, _encode(x, fmt, sat), fmt).all()):
+                counts["overflow"] = n
+                return CastReport(counts=counts, **{**base, "overflow_mode": mode})
+    return None
+
+
+def sweep_float32(impl: Implementation, fmt: str | Fp8Format, first: int = 0, count: int = 1 << 32,
+                  chunk: int = 1 << 20) -> CastReport:
+    """Every float32 bit pattern in ``[first, first + count)`` (as unsigned 32-bit patterns) cast
+    by ``impl`` and compared with the codec, ``chunk`` at a time; one merged ``CastReport``.
+
+    A chunk whose inputs are all in range, all NaN or all finite overflow is checked with one
+    codec pass and one comparison; a chunk that mixes classes (or differs) goes through the full
+    ``check_cast``, whose report says what differs. Chunks never straddle the sign bit."""
+    fmt = get_format(fmt)
+    if not (0 <= first and count > 0 and first + count <= 1 << 32 and first % chunk == 0 and count % chunk == 0):
+        raise ValueError(f"first, count: expected a range of whole {chunk}-pattern chunks in [0, 2^32), "
+                         f"got first={first}, count={count}")
+    base = torch.arange(chunk, dtype=torch.int32)
+    reports = []
+    for start in range(first, first + count, chunk):
+        signed_start = start - (1 << 32) if start >= 1 << 31 else start
+        x = (base + signed_start).view(torch.float32)
+        got = impl.cast(x).reshape(-1)
+        a_lo = start & 0x7FFFFFFF
+        report = _homogeneous_report(impl, fmt, "all float32", x, got, a_lo, a_lo + chunk - 1, start >= 1 << 31)
+        if report is None:
+            report = check_cast(impl, x, fmt, "all float32", got=got)
+            if not report.ok:
+                report.failures.insert(0, f"chunk starting at 0x{start:08x}:")
+        reports.append(report)
+    return merge_reports(reports, "all float32")

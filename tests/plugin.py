@@ -10,6 +10,8 @@ the install refuses. Nothing else skips.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import pytest
@@ -157,6 +159,35 @@ def record_cast_report(request: pytest.FixtureRequest):
     return request.config.stash[_REPORTS_KEY].append
 
 
+# --- pytest-xdist: each worker hands its sections to the controller, which prints them ---------
+_WORKER_KEY = "fp8ref_sections"
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput"):  # an xdist worker
+        config.workeroutput[_WORKER_KEY] = json.dumps({
+            "observed": config.stash[_OBSERVED_KEY],
+            "throughput": config.stash[_THROUGHPUT_KEY],
+            "reports": [dataclasses.asdict(r) for r in config.stash[_REPORTS_KEY]],
+        }, default=str)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist's controller: merge a finished worker's sections into its own."""
+    data = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+    if not data:
+        return
+    from fp8ref.conformance import CastReport
+
+    sections = json.loads(data)
+    config = node.config
+    config.stash[_OBSERVED_KEY].update(sections["observed"])
+    config.stash[_THROUGHPUT_KEY].extend(sections["throughput"])
+    config.stash[_REPORTS_KEY].extend(CastReport(**r) for r in sections["reports"])
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
     observed = config.stash.get(_OBSERVED_KEY, {})
     if observed:
@@ -166,7 +197,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
     rows = config.stash.get(_THROUGHPUT_KEY, [])
     if rows:
         terminalreporter.section("FP8 throughput (same-run ratios)")
-        for r in rows:
+        for r in sorted(rows, key=lambda r: r["name"]):  # one order whichever process ran them
             extra = "  ".join(
                 f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items() if k != "name"
             )
