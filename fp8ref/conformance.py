@@ -463,8 +463,19 @@ def _homogeneous_report(impl: Implementation, fmt: Fp8Format, inputs: str, x: to
         seen = torch.bincount(got.to(torch.int64), minlength=256).nonzero().flatten().tolist()
         counts["nan"] = n
         return CastReport(counts=counts, **{**base, "nan_codes": [f"0x{c:02x}" for c in seen]})
-    if a_hi >= _INF_BITS or unsigned_negative or (not fmt.has_zero and a_lo == 0):
-        return None  # inf, or E8M0/UE4M3's no-encoding inputs: the full check observes them
+    if a_hi >= _INF_BITS or (not fmt.has_zero and a_lo == 0):
+        return None  # inf, or E8M0's zero: the full check observes them
+    if unsigned_negative:  # no encoding: one word must explain every input that tells them apart
+        abs_codes = _encode(x.abs(), fmt, False)
+        if a_lo == 0 or not bool((~_is_nan_code(abs_codes, fmt) & (abs_codes != 0)).all()):
+            return None  # -0.0, or negatives whose abs cannot tell the words apart: the full check
+        for word, fits in (("negative->nan", lambda: _is_nan_code(got, fmt).all()),
+                           ("negative->min", lambda: (got == 0).all()),
+                           ("negative->abs", lambda: _codes_equal(got, abs_codes, fmt).all())):
+            if bool(fits()):
+                counts["no_encoding"] = n
+                return CastReport(counts=counts, **{**base, "no_encoding": word})
+        return None
     threshold = overflow_threshold(fmt)
     if a_hi < threshold:  # all in range: one codec pass, equal or not
         if not torch.equal(got, _encode(x, fmt, False)):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,13 @@ _THROUGHPUT_KEY = pytest.StashKey[list]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if hasattr(config, "workerinput") and workers:
+        # an xdist worker: its share of the cores, so N workers x torch's default threads do not
+        # oversubscribe them (OpenMP threads that spin while waiting then slow everything down)
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(workers)))
     config.stash[_REPORTS_KEY] = []
     config.stash[_OBSERVED_KEY] = {}
     config.stash[_THROUGHPUT_KEY] = []

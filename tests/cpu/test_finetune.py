@@ -28,7 +28,9 @@ from fp8ref.finetune import (
 from fp8ref.finetune.corpus import GRAMMAR
 from fp8ref.install import TORCHAO_RECIPES
 
-pytestmark = pytest.mark.needs("transformers", "datasets")
+# one worker runs this module under `pytest -n auto --dist loadgroup`, so the tiny comparison (a
+# module fixture, about a minute) is computed once
+pytestmark = [pytest.mark.needs("transformers", "datasets"), pytest.mark.xdist_group("finetune-tiny")]
 
 LINEARS_PER_QWEN3_LAYER = 7  # q, k, v, o projections; gate, up, down of the SwiGLU MLP
 
