@@ -457,10 +457,10 @@ def _homogeneous_report(impl: Implementation, fmt: Fp8Format, inputs: str, x: to
             "overflow_mode": "n/a", "inf_mode": "n/a", "no_encoding": "n/a", "nan_codes": [],
             "mode_mismatches": 0, "failures": []}
     unsigned_negative = not fmt.signed and negative
-    if a_lo > _INF_BITS:  # all NaN
-        if fmt.has_nan and not bool(_is_nan_code(got, fmt).all()):
+    if a_lo > _INF_BITS:  # all NaN: which codes came back, and are they all NaN
+        seen = torch.bincount(got, minlength=256).nonzero().flatten().tolist()
+        if fmt.has_nan and not all(c < fmt.n_codes and fmt.is_nan_code(c) for c in seen):
             return None
-        seen = torch.bincount(got.to(torch.int64), minlength=256).nonzero().flatten().tolist()
         counts["nan"] = n
         return CastReport(counts=counts, **{**base, "nan_codes": [f"0x{c:02x}" for c in seen]})
     if a_hi >= _INF_BITS or (not fmt.has_zero and a_lo == 0):
@@ -482,9 +482,15 @@ def _homogeneous_report(impl: Implementation, fmt: Fp8Format, inputs: str, x: to
             return None
         counts["in_range"] = n
         return CastReport(counts=counts, **base)
-    if a_lo >= threshold:  # all finite overflow: one mode explains every input, or the full check says more
-        for mode, sat in (("saturate", True), ("nonsaturate", False)):
-            if bool(_codes_equal(got, _encode(x, fmt, sat), fmt).all()):
+    if a_lo >= threshold:  # all finite overflow of one sign: the codec's answer is one code per mode
+        sign = (1 << (fmt.bits - 1)) if fmt.signed and negative else 0
+        saturated = (got == (fmt.max_code | sign)).all()
+        if fmt.has_inf:
+            overflowed = (got == (fmt.inf_codes[0] | sign)).all()
+        else:
+            overflowed = _is_nan_code(got, fmt).all() if fmt.has_nan else torch.tensor(False)
+        for mode, fits in (("saturate", saturated), ("nonsaturate", overflowed)):
+            if bool(fits):
                 counts["overflow"] = n
                 return CastReport(counts=counts, **{**base, "overflow_mode": mode})
     return None
