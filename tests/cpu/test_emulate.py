@@ -16,20 +16,27 @@ def _data(seed=0, M=256, K=256, N=128):
             torch.randn(M, N, generator=gen))
 
 
+def _against_high_precision(name):
+    """The recipe's emulated linear and the float32 one, forward and backward on ``_data()``:
+    ((y, grad_x, grad_w) emulated, (y, grad_x, grad_w) float32)."""
+    x, w, g = _data()
+    out = []
+    for run in (lambda a, b: fp8_linear(a, b, recipe=name), lambda a, b: a @ b.t()):
+        a, b = x.clone().requires_grad_(), w.clone().requires_grad_()
+        y = run(a, b)
+        y.backward(g)
+        out.append((y, a.grad, b.grad))
+    return out
+
+
 @pytest.mark.parametrize("name", sorted(set(RECIPES) - {"static", *FP4_RECIPES}))
 def test_every_recipe_passes_deepgemms_check_against_high_precision(name, record_observation):
-    x, w, g = _data()
-    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
-    y = fp8_linear(xr, wr, recipe=name)
-    y.backward(g)
-    xh, wh = x.clone().requires_grad_(), w.clone().requires_grad_()
-    yh = xh @ wh.t()
-    yh.backward(g)
+    (y, xr_grad, wr_grad), (yh, xh_grad, wh_grad) = _against_high_precision(name)
     d = calc_diff(y, yh)
     record_observation(f"fp8ref {name}: calc_diff(out) / SQNR out, grad_in, grad_w (dB)",
-                       f"{d:.2e} / {sqnr(y, yh):.1f}, {sqnr(xr.grad, xh.grad):.1f}, {sqnr(wr.grad, wh.grad):.1f}")
+                       f"{d:.2e} / {sqnr(y, yh):.1f}, {sqnr(xr_grad, xh_grad):.1f}, {sqnr(wr_grad, wh_grad):.1f}")
     assert d < 1e-3  # DeepGEMM's acceptance for an FP8 GEMM
-    assert sqnr(xr.grad, xh.grad) >= 17 and sqnr(wr.grad, wh.grad) >= 17
+    assert sqnr(xr_grad, xh_grad) >= 17 and sqnr(wr_grad, wh_grad) >= 17
 
 
 def test_blockwise_grad_weight_uses_128x1_tiles_of_the_activation():
@@ -93,17 +100,11 @@ def test_fp4_recipes_report_sqnr_and_nvfp4_beats_mxfp4(record_observation):
     >= 14 dB per cast operand; two operands per GEMM and subnormal elements take a few dB more, so
     10 dB is the floor asserted. NVFP4 (blocks of 16, non-power-of-two scales) must not be worse
     than MXFP4 (blocks of 32, power-of-two scales) on any of the three outputs."""
-    x, w, g = _data()
     got = {}
     for name in FP4_RECIPES:
         torch.manual_seed(0)  # the gradients' stochastic rounding
-        xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
-        y = fp8_linear(xr, wr, recipe=name)
-        y.backward(g)
-        xh, wh = x.clone().requires_grad_(), w.clone().requires_grad_()
-        yh = xh @ wh.t()
-        yh.backward(g)
-        got[name] = (sqnr(y, yh), sqnr(xr.grad, xh.grad), sqnr(wr.grad, wh.grad))
+        emulated, exact = _against_high_precision(name)
+        got[name] = tuple(sqnr(e, h) for e, h in zip(emulated, exact))
         record_observation(f"fp8ref {name}: SQNR out, grad_in, grad_w (dB)", ", ".join(f"{v:.1f}" for v in got[name]))
         assert min(got[name]) >= 10, f"{name}: {got[name]}"
     assert all(n >= m for n, m in zip(got["nvfp4"], got["mxfp4"])), got
