@@ -168,7 +168,8 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
 EXIT_CODES = """exit codes: 0 done; 1 a difference found (diff: the profiles differ; finetune --check:
 FP8 outside the parity bound); 2 a usage or input error (one 'error:' line; --debug for the
-traceback); 3 an internal error in fp8ref (a bug: the traceback is printed)"""
+traceback); 3 an internal error in fp8ref (a bug: the traceback is printed); 130 interrupted
+(nothing written)"""
 
 
 def main(argv: list[str] | None = None) -> int:
