@@ -3,6 +3,7 @@ FP8's tail loss is within its budget plus the noise floor measured from one-ulp-
 no run goes below the corpus's entropy floor; plus the harness's plumbing (results JSON, plot,
 CLI, opt-in loaders and their errors), all without a network."""
 
+import functools
 import json
 import math
 import os
@@ -28,17 +29,31 @@ from fp8ref.finetune import (
 from fp8ref.finetune.corpus import GRAMMAR
 from fp8ref.install import TORCHAO_RECIPES
 
-# one worker runs this module under `pytest -n auto --dist loadgroup`, so the tiny comparison (a
-# module fixture, about a minute) is computed once
-pytestmark = [pytest.mark.needs("transformers", "datasets"), pytest.mark.xdist_group("finetune-tiny")]
+pytestmark = pytest.mark.needs("transformers", "datasets")
 
 LINEARS_PER_QWEN3_LAYER = 7  # q, k, v, o projections; gate, up, down of the SwiGLU MLP
 
 
+@functools.cache
+def _tiny_comparison() -> str:
+    return json.dumps(compare(FinetuneConfig(preset="tiny")))
+
+
 @pytest.fixture(scope="module")
-def tiny():
-    """The comparison every test of it reads (tests that use it carry needs("torchao"))."""
-    return compare(FinetuneConfig(preset="tiny"))
+def tiny(request, tmp_path_factory):
+    """The comparison every test of it reads (tests that use it carry needs("torchao")), as its
+    JSON reads back. Computed once per run: under pytest-xdist the first worker that needs it
+    writes it to the run's shared temporary folder and the others read it (pytest-xdist's recipe
+    for a once-per-session fixture; filelock comes with torch)."""
+    if not hasattr(request.config, "workerinput"):
+        return json.loads(_tiny_comparison())
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / "finetune-tiny.json"
+    with FileLock(f"{shared}.lock"):
+        if not shared.is_file():
+            shared.write_text(_tiny_comparison())
+        return json.loads(shared.read_text())
 
 
 @pytest.mark.needs("torchao")
