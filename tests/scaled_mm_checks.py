@@ -77,6 +77,37 @@ def excess(c: Case, out: torch.Tensor, out_dtype: torch.dtype, bias: torch.Tenso
             f"{out[i, j].item()!r}, exact {ref[i, j].item()!r}, bound {bound[i, j].item():.3e}")
 
 
+# --- a float64 stand-in for _scaled_mm with one known fault --------------------------------
+def stand_in(keep_bits=None, scale_rule="divides", bias_scaled=False, row_scale_mean=False, scales_inverted=False):
+    """A float64 ``_scaled_mm`` with one fault: partial sums rounded to ``keep_bits`` mantissa
+    bits, ``scale_result`` applied by ``scale_rule``, the bias scaled with the product, rowwise A
+    scales replaced by their mean, or both scales divided by instead of multiplied. Used by
+    tests/cpu/test_gemm_probes.py and tests/meta to show the probes and checks catch each."""
+
+    def mm(A, B, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None, use_fast_accum=False):
+        a, b = A.double(), B.double()
+        sa = scale_a.double().mean() if row_scale_mean else scale_a.double()
+        sb = scale_b.double()
+        if scales_inverted:
+            sa, sb = 1 / sa, 1 / sb
+        if keep_bits is None:
+            out = a @ b
+        else:
+            out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64)
+            for k in range(a.shape[1]):
+                out = out + a[:, k:k + 1] * b[k:k + 1, :]
+                m, e = torch.frexp(out)
+                out = torch.ldexp(torch.round(m * 2.0 ** (keep_bits + 1)) / 2.0 ** (keep_bits + 1), e)
+        out = out * sa * sb
+        if bias is not None:
+            out = out + bias.double() * (sa * sb if bias_scaled else 1)
+        if scale_result is not None and scale_rule != "ignored":
+            out = out / scale_result.double() if scale_rule == "divides" else out * scale_result.double()
+        return out.to(out_dtype)
+
+    return mm
+
+
 # --- the checks, as tests: imported by tests/cpu/test_scaled_mm.py and
 # tests/gpu/test_cuda_scaled_mm_arguments.py, each of which defines the ``mm_device`` fixture ---
 

@@ -6,32 +6,7 @@ import torch
 
 from fp8ref.gemm_probes import accumulator_bits, scale_result_rule
 from tests.scaled_mm_checks import case, excess, run
-
-
-def _stand_in(keep_bits=None, scale_rule="divides", bias_scaled=False, row_scale_mean=False):
-    """A float64 ``_scaled_mm`` with one fault: partial sums rounded to ``keep_bits`` mantissa
-    bits, ``scale_result`` applied by ``scale_rule``, the bias scaled with the product, or rowwise A
-    scales replaced by their mean."""
-
-    def mm(A, B, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None, use_fast_accum=False):
-        a, b = A.double(), B.double()
-        sa = scale_a.double().mean() if row_scale_mean else scale_a.double()
-        if keep_bits is None:
-            out = a @ b
-        else:
-            out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64)
-            for k in range(a.shape[1]):
-                out = out + a[:, k:k + 1] * b[k:k + 1, :]
-                m, e = torch.frexp(out)
-                out = torch.ldexp(torch.round(m * 2.0 ** (keep_bits + 1)) / 2.0 ** (keep_bits + 1), e)
-        out = out * sa * scale_b.double()
-        if bias is not None:
-            out = out + bias.double() * (sa * scale_b.double() if bias_scaled else 1)
-        if scale_result is not None and scale_rule != "ignored":
-            out = out / scale_result.double() if scale_rule == "divides" else out * scale_result.double()
-        return out.to(out_dtype)
-
-    return mm
+from tests.scaled_mm_checks import stand_in as _stand_in
 
 
 def test_accumulator_probe_measures_a_narrow_accumulator(monkeypatch):

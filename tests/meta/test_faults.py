@@ -166,40 +166,21 @@ def test_delayed_scaling_on_the_latest_amax_is_caught():
 
 
 # --- _scaled_mm, through tests/scaled_mm_checks.excess -------------------------------------------
-def _stand_in(fault):
-    def mm(a, b, scale_a, scale_b, bias=None, out_dtype=torch.float32, use_fast_accum=False, **_):
-        va, vb = a.view(torch.uint8), b.t().contiguous().view(torch.uint8).t()
-        va, vb = decode(va, E4M3FN).double(), decode(vb, E4M3FN).double()
-        sa, sb = scale_a.double(), scale_b.double()
-        if fault == "divides by its scales":
-            sa, sb = 1 / sa, 1 / sb
-        prod = va @ vb
-        if fault == "accumulates in bfloat16":
-            prod = torch.zeros(va.shape[0], vb.shape[1], dtype=torch.float64)
-            for k in range(va.shape[1]):
-                prod = (prod + va[:, k:k + 1] @ vb[k:k + 1, :]).bfloat16().double()
-        out = prod * sa * sb
-        if bias is not None:
-            out = out + bias.double()
-        return out.to(out_dtype)
-
-    return mm
-
-
-MM_FAULTS = ["divides by its scales", "accumulates in bfloat16"]
+# faults of tests/scaled_mm_checks.stand_in: bfloat16 keeps 7 mantissa bits of its partial sums
+MM_FAULTS = {"divides by its scales": {"scales_inverted": True}, "accumulates in bfloat16": {"keep_bits": 7}}
 
 
 def scaled_mm_excess(fault: str | None) -> str | None:
     c = scaled_mm_checks.case(32, 64, 48, "rowwise", "cpu")
     real = torch._scaled_mm
-    torch._scaled_mm = _stand_in(fault)
+    torch._scaled_mm = scaled_mm_checks.stand_in(**({} if fault is None else MM_FAULTS[fault]))
     try:
         return scaled_mm_checks.excess(c, scaled_mm_checks.run(c, torch.float32), torch.float32)
     finally:
         torch._scaled_mm = real
 
 
-@pytest.mark.parametrize("fault", MM_FAULTS)
+@pytest.mark.parametrize("fault", list(MM_FAULTS))
 def test_scaled_mm_fault_is_caught(fault):
     assert scaled_mm_excess(None) is None
     assert scaled_mm_excess(fault) is not None
