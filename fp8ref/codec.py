@@ -115,10 +115,9 @@ def _round_up(q: torch.Tensor, rem: torch.Tensor, shift: torch.Tensor, rounding:
     return (rem > half) | ((rem == half) & ((q & 1) == 1))
 
 
-def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool, rounding: Rounding = None,
+def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool, rounding: Rounding = Rounding.RNE,
                   rand: torch.Tensor | None = None) -> torch.Tensor:
     """float32 tensor -> uint8 codes by integer arithmetic on the float32 bits."""
-    rounding = rounding or Rounding.RNE
     bits = x.contiguous().view(torch.int32).to(torch.int64)
     sign = (bits >> 31) & 1
     a = bits & 0x7FFFFFFF
@@ -148,8 +147,12 @@ def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool, rounding: Rou
     overflow = is_inf | (mag > fmt.max_code)
     # Saturate: finite overflow and inf -> max. So does every overflow of a format with neither
     # inf nor NaN (nothing else to write), and finite overflow under RTZ (IEEE 754's rule).
-    to_max = overflow if (saturate or not fmt.has_nan) else overflow & ~is_inf if rounding == Rounding.RTZ \
-        else torch.zeros_like(overflow)
+    if saturate or not fmt.has_nan:
+        to_max = overflow
+    elif rounding == Rounding.RTZ:
+        to_max = overflow & ~is_inf
+    else:
+        to_max = torch.zeros_like(overflow)
     mag = torch.where(to_max, torch.full_like(mag, fmt.max_code), mag)
     overflow = overflow & ~to_max
     if fmt.has_inf:
