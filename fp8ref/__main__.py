@@ -34,22 +34,13 @@ class UsageError(Exception):
 
 
 def _check_device(device: str) -> str:
-    """A device this machine has: ``cpu``, or ``cuda[:N]`` when CUDA is available."""
+    """A device this machine has (``install.device_kind``'s checks), as a usage error if not."""
     from .install import device_kind
 
     try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise UsageError(f"--device: expected cpu or cuda[:N], got {device!r}") from exc
-    if dev.type not in ("cpu", "cuda"):
-        raise UsageError(f"--device: expected cpu or cuda[:N], got {device!r}")
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UsageError(f"--device {device}: CUDA is not available here (torch {torch.__version__}, "
-                             f"CUDA build {torch.version.cuda or 'none'})")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise UsageError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-    device_kind(device)
+        device_kind(device)
+    except ValueError as exc:
+        raise UsageError(f"--{exc}") from exc
     return device
 
 

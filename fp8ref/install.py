@@ -103,7 +103,8 @@ def package_version(pkg: str) -> str | None:
 
 
 def device_kind(device: str = "cpu") -> str:
-    """``cpu`` or ``cuda-smXY``: the key a golden profile is pinned under."""
+    """``cpu`` or ``cuda-smXY``: the key a golden profile is pinned under. A ValueError names what
+    is wrong with ``device``: not cpu or cuda[:N], no CUDA here, or no such CUDA device."""
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError) as exc:
@@ -111,6 +112,11 @@ def device_kind(device: str = "cpu") -> str:
     if dev.type == "cpu":
         return "cpu"
     if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device}: CUDA is not available here (torch {torch.__version__}, "
+                             f"CUDA build {torch.version.cuda or 'none'})")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
         major, minor = torch.cuda.get_device_capability(dev)
         return f"cuda-sm{major}{minor}"
     raise ValueError(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")

@@ -44,10 +44,10 @@ USAGE_ERRORS = [
     (["diff", "{not_profile}", "{good}"], "not an fp8ref profile"),
     (["diff", "{good}", "{newer}"], "written by a newer fp8ref"),
     (["diff", "{binary}", "{good}"], "not a text file"),
-    (["profile", "--device", "tpu"], "--device: expected cpu or cuda"),
+    (["profile", "--device", "tpu"], "--device: expected 'cpu' or 'cuda[:N]'"),
     (["profile", "--device", "cuda:99"], "--device cuda:99"),
     (["bench", "codec", "--n", "0"], "--n and --repeat"),
-    (["bench", "codec", "--device", "nope"], "--device: expected cpu or cuda"),
+    (["bench", "codec", "--device", "nope"], "--device: expected 'cpu' or 'cuda[:N]'"),
     (["finetune", "--steps", "0", "--no-progress"], "steps"),
     (["finetune", "--dataset", "{missing}", "--no-progress"], "dataset"),
 ]
