@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import torch
 
-from .codec import pack_fp4
+from .codec import encode, pack_fp4
+from .formats import E8M0FNU, UE4M3
 from .validate import one_of, tensor
 
-__all__ = ["FP4_KINDS", "to_blocked", "scaled_mm"]
+__all__ = ["FP4_KINDS", "BLOCK", "SCALE_FORMAT", "to_blocked", "unit_scales", "blocked_scales", "scaled_mm"]
 
 FP4_KINDS = ("mxfp4", "nvfp4")
-_BLOCK = {"mxfp4": 32, "nvfp4": 16}
+BLOCK = {"mxfp4": 32, "nvfp4": 16}  # elements per block scale
+SCALE_FORMAT = {"mxfp4": E8M0FNU, "nvfp4": UE4M3}
+# the dtype torch's kernel reads the scale bytes as (UE4M3 travels as float8_e4m3fn)
+_SCALE_DTYPE = {"mxfp4": "float8_e8m0fnu", "nvfp4": "float8_e4m3fn"}
 
 
 def to_blocked(scales: torch.Tensor) -> torch.Tensor:
@@ -44,6 +48,19 @@ def to_blocked(scales: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def unit_scales(kind: str, rows: int, k: int) -> torch.Tensor:
+    """(rows, k / block) block scale codes of 1.0 in ``kind``'s scale format."""
+    one_of(kind, FP4_KINDS, "kind")
+    return encode(torch.ones(rows, k // BLOCK[kind]), SCALE_FORMAT[kind])
+
+
+def blocked_scales(kind: str, scale_codes: torch.Tensor, device: str) -> torch.Tensor:
+    """(rows, k / block) scale codes as ``torch._scaled_mm`` takes them: cuBLAS's layout, viewed
+    as the kernel's scale dtype, on ``device``."""
+    one_of(kind, FP4_KINDS, "kind")
+    return to_blocked(scale_codes).view(getattr(torch, _SCALE_DTYPE[kind])).to(device)
+
+
 def scaled_mm(kind: str, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor,
               out_dtype: torch.dtype = torch.bfloat16, device: str = "cuda",
               tensor_scales: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
@@ -54,18 +71,16 @@ def scaled_mm(kind: str, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: 
     one_of(kind, FP4_KINDS, "kind")
     for name, t in (("a_codes", a_codes), ("a_scale", a_scale), ("b_codes", b_codes), ("b_scale", b_scale)):
         tensor(t, name, dtypes=(torch.uint8,))
-    bs = _BLOCK[kind]
+    bs = BLOCK[kind]
     (m, k), (n, k2) = a_codes.shape, b_codes.shape
     if k != k2 or k % bs or a_scale.shape != (m, k // bs) or b_scale.shape != (n, k // bs):
         raise ValueError(f"a_codes {tuple(a_codes.shape)}, b_codes {tuple(b_codes.shape)}, a_scale "
                          f"{tuple(a_scale.shape)}, b_scale {tuple(b_scale.shape)}: expected (M, K), (N, K), "
                          f"(M, K/{bs}), (N, K/{bs})")
     x2 = torch.float4_e2m1fn_x2
-    scale_dtype = torch.float8_e8m0fnu if kind == "mxfp4" else torch.float8_e4m3fn
     a = pack_fp4(a_codes).view(x2).to(device)
     b = pack_fp4(b_codes).view(x2).to(device).t()
-    sa = to_blocked(a_scale).view(scale_dtype).to(device)
-    sb = to_blocked(b_scale).view(scale_dtype).to(device)
+    sa, sb = blocked_scales(kind, a_scale, device), blocked_scales(kind, b_scale, device)
     out = torch._scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
     if tensor_scales is not None:
         ga, gb = (t.to(device=device, dtype=torch.float32) for t in tensor_scales)

@@ -204,9 +204,8 @@ def scaled_mm(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str
         if scaling in ("mxfp4", "nvfp4"):
             from . import fp4_gemm
 
-            bs = 32 if scaling == "mxfp4" else 16
-            codes = torch.full((M, K), 2, dtype=torch.uint8)  # 1.0
-            one = torch.full((M, K // bs), 127 if scaling == "mxfp4" else 0x38, dtype=torch.uint8)  # 1.0
+            codes = torch.full((M, K), 2, dtype=torch.uint8)  # E2M1 1.0
+            one = fp4_gemm.unit_scales(scaling, M, K)
             return fp4_gemm.scaled_mm(scaling, codes, one, codes, one, out_dtype, device)
         gen = torch.Generator().manual_seed(0)
         a = torch.randn(M, K, generator=gen).to(torch.float8_e4m3fn).to(device)

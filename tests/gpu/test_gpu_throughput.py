@@ -144,11 +144,10 @@ def test_fp4_vs_fp8_vs_bf16_gemm_throughput(name, m, k, n, gpu_device, dry_run, 
     a4 = torch.randint(0, 256, (m, k // 2), generator=gen, dtype=torch.uint8).view(x2).to(gpu_device)
     b4 = torch.randint(0, 256, (n, k // 2), generator=gen, dtype=torch.uint8).view(x2).to(gpu_device).t()
 
-    def scales(rows: int, bs: int, code: int, dtype) -> torch.Tensor:
-        return fp4_gemm.to_blocked(torch.full((rows, k // bs), code, dtype=torch.uint8)).view(dtype).to(gpu_device)
+    def scales(kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+        return tuple(fp4_gemm.blocked_scales(kind, fp4_gemm.unit_scales(kind, rows, k), gpu_device) for rows in (m, n))
 
-    s32 = (scales(m, 32, 127, torch.float8_e8m0fnu), scales(n, 32, 127, torch.float8_e8m0fnu))
-    s16 = (scales(m, 16, 0x38, torch.float8_e4m3fn), scales(n, 16, 0x38, torch.float8_e4m3fn))
+    s32, s16 = scales("mxfp4"), scales("nvfp4")
     calls = {
         "bf16": lambda: a16 @ b16,
         "fp8": lambda: torch._scaled_mm(a8, b8, one, one, out_dtype=torch.bfloat16, use_fast_accum=True),
