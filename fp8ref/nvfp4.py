@@ -35,9 +35,10 @@ import torch
 
 from .codec import Rounding, decode, encode, pack_fp4
 from .formats import E2M1FN, UE4M3
-from .validate import Choice, choice, instance, positive_number, tensor
+from .validate import Choice, choice, instance, positive_finite, positive_number, tensor
 
-__all__ = ["BLOCK", "MIN_SCALE", "Nvfp4Data", "per_tensor_scale", "quantize", "dequantize"]
+__all__ = ["BLOCK", "MIN_SCALE", "Level", "Nvfp4Data", "per_tensor_scale", "quantize", "quantize_current",
+           "dequantize"]
 
 BLOCK = 16
 MIN_SCALE = 2.0**-6  # E4M3's smallest normal (torch.finfo(float8_e4m3fn).tiny)
@@ -93,6 +94,8 @@ def quantize(x: torch.Tensor, tensor_scale: torch.Tensor | float | None = None, 
     tensor(x, "x", dtypes=(torch.float32, torch.bfloat16, torch.float16))
     positive_number(min_scale, "min_scale")
     rounding = choice(rounding, Rounding, "rounding")
+    if tensor_scale is not None:
+        positive_finite(tensor_scale, "tensor_scale")
     if isinstance(tensor_scale, (int, float)) and not isinstance(tensor_scale, bool):
         tensor_scale = torch.tensor(float(tensor_scale), dtype=torch.float32, device=x.device)
     if tensor_scale is not None:
@@ -100,8 +103,6 @@ def quantize(x: torch.Tensor, tensor_scale: torch.Tensor | float | None = None, 
         if tensor_scale.numel() != 1:
             raise ValueError(f"tensor_scale: expected one value, got shape {tuple(tensor_scale.shape)}")
         tensor_scale = tensor_scale.to(device=x.device, dtype=torch.float32).reshape(())
-        if not (bool(torch.isfinite(tensor_scale)) and float(tensor_scale) > 0):
-            raise ValueError(f"tensor_scale: expected a positive finite value, got {float(tensor_scale)!r}")
     xb = _blocks(x)
     block_decode = xb.abs().amax(dim=-1) / E2M1FN.max
     if tensor_scale is not None:
@@ -138,5 +139,3 @@ def quantize_current(x: torch.Tensor, level: Level | str = Level.TWO, *, roundin
     g = per_tensor_scale(x.float().abs().amax()) if level == Level.TWO else None
     return quantize(x, g, rounding=rounding, generator=generator)
 
-
-__all__ += ["Level", "quantize_current"]

@@ -21,7 +21,7 @@ import torch
 from .codec import Rounding, decode, encode
 from .formats import E8M0FNU, Fp8Format, get_format
 from .scaling import EPS, Granularity, Kind, compute_scale, expand_scale, tensorwise
-from .validate import Choice, choice, instance, tensor
+from .validate import Choice, choice, instance, positive_finite, tensor
 
 __all__ = ["Cast", "Fp8Data", "quantize", "dequantize", "quantize_with_scale"]
 
@@ -89,13 +89,7 @@ def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: str | Fp8Form
     shaped per group (``scaling.scale_shape``; one value for tensorwise). ``rounding``: the codec's
     rounding mode (``rne``, ``rtz``, ``sr`` from torch's default generator, so
     ``torch.manual_seed`` makes it repeatable). float64 ``x`` is rounded to float32 first."""
-    if isinstance(scale, torch.Tensor):
-        bad = ~(torch.isfinite(scale) & (scale > 0))
-        if bool(bad.any()):
-            raise ValueError(f"scale: expected positive finite values, got {int(bad.sum())} that are not "
-                             f"(first {scale[bad].flatten()[0].item()!r})")
-    elif isinstance(scale, (int, float)) and not isinstance(scale, bool) and not (0 < scale < float("inf")):
-        raise ValueError(f"scale: expected a positive finite number, got {scale!r}")
+    positive_finite(scale, "scale")
     return _quantize_with_scale(x, scale, fmt, granularity, cast=cast, rounding=rounding)
 
 

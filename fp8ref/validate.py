@@ -73,6 +73,19 @@ def positive_number(value, name: str) -> float:
     return value
 
 
+def positive_finite(value, name: str):
+    """A number, or every value of a tensor, finite and > 0 (scales: 0, negative, inf or NaN
+    would quantize to nothing meaningful)."""
+    if isinstance(value, torch.Tensor):
+        bad = ~(torch.isfinite(value) & (value > 0))
+        if bool(bad.any()):
+            raise ValueError(f"{name}: expected positive finite values, got {int(bad.sum())} that are not "
+                             f"(first {value[bad].flatten()[0].item()!r})")
+    elif isinstance(value, (int, float)) and not isinstance(value, bool) and not (0 < value < math.inf):
+        raise ValueError(f"{name}: expected a positive finite number, got {value!r}")
+    return value
+
+
 def choice(value, kind: type[E], name: str) -> E:
     """The member of ``kind`` named by ``value`` (a member or its string value)."""
     try:
