@@ -27,17 +27,12 @@ from tests.conformance_checks import delayed_mismatch, recipe_table_diffs, scale
 
 
 # --- casts, through fp8ref.conformance.check_cast on every bfloat16 pattern ---------------------
-def _magnitude_step(codes: torch.Tensor, fmt, up: torch.Tensor) -> torch.Tensor:
-    """The code one step larger in magnitude where ``up`` (sign-magnitude codes: +1)."""
-    return torch.where(up, codes + 1, codes)
-
-
 def _ties_away(x: torch.Tensor, fmt) -> torch.Tensor:
     rne = encode(x, fmt, saturate=True)
     low = encode(x, fmt, saturate=True, rounding="rtz")
     lo, hi = decode(low, fmt).abs(), decode(low + 1, fmt).abs()  # the two neighbours of |x|
     tie = (x.float().abs() == (lo + hi) / 2) & (low & 0x7F != fmt.max_code)
-    return torch.where(tie, _magnitude_step(low, fmt, tie), rne)
+    return torch.where(tie, low + 1, rne)  # sign-magnitude codes: +1 is one step away from zero
 
 
 def _flush_subnormals(x: torch.Tensor, fmt) -> torch.Tensor:
