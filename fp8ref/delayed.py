@@ -147,7 +147,7 @@ class DelayedScaling:
 
 
 class TensorMeta:
-    """Scales for one weight and the activation and gradient that meet it (seed form).
+    """Scales for one weight and the activation and gradient that meet it (the delayed-scaling design's form).
 
     ``w_scale``: from the max of a ring buffer of the last ``window`` weight amaxes, refreshed
     by ``refresh()`` (called every ``update_interval`` steps by ``Fp8State.step``).
