@@ -257,7 +257,21 @@ def compute_scale(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularit
 def scale_shape(granularity: Granularity, shape: torch.Size) -> torch.Size:
     """The shape of the per-group scales (and amax) of a tensor of ``shape`` at ``granularity``."""
     g = _check_granularity(granularity)
-    return amax(torch.empty(shape, device="meta"), g).shape
+    try:
+        shape = torch.Size(shape)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"shape: expected a sequence of ints, got {shape!r}") from exc
+    g.check_shape(shape)
+    # arithmetic, not amax on a meta tensor: quantize and dequantize ask for it on every call
+    if g.kind == Kind.TENSORWISE or not shape:
+        return torch.Size(())
+    if g.kind == Kind.AXISWISE:
+        d = g.dim % len(shape)
+        return shape[:d] + torch.Size((1,)) + shape[d + 1:]
+    k = g.size
+    if g.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
+        return shape[:-1] + torch.Size((shape[-1] // k,))
+    return shape[:-2] + torch.Size((shape[-2] // k, shape[-1] // k))
 
 
 def expand_scale(scale: torch.Tensor, granularity: Granularity, shape: torch.Size) -> torch.Tensor:

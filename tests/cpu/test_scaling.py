@@ -21,7 +21,9 @@ from fp8ref.scaling import (
     from_scale_inv,
     mx,
     mx_scale_exponent,
+    nvfp4,
     round_down_to_pow2,
+    scale_shape,
     tensorwise,
     tile,
     to_scale_inv,
@@ -88,6 +90,24 @@ def test_amax_shapes_per_granularity():
     assert amax(x, mx()).shape == (4, 8)
     assert amax(x, tile(128))[0].tolist() == [500.0, 372.0]  # |0-500|, |128-500|
     assert amax(torch.empty(0), tensorwise()).item() == 0.0
+
+
+@pytest.mark.parametrize("shape", [(), (6,), (4, 256), (2, 3, 64), (256, 128)])
+def test_scale_shape_is_the_shape_amax_returns(shape):
+    """scale_shape is worked out from the shape alone; amax reduces real data: they must agree
+    for every granularity the shape admits, and refuse the same shapes."""
+    x = torch.ones(shape)
+    grans = [tensorwise(), mx(32), nvfp4(), tile(32), block(64), block(2)] + [axiswise(d) for d in (-1, 0, 1, 2)]
+    for g in grans:
+        try:
+            want = amax(x, g).shape
+        except ValueError as exc:
+            with pytest.raises(ValueError, match=str(exc).split(":")[0]):
+                scale_shape(g, shape)
+            continue
+        assert scale_shape(g, torch.Size(shape)) == want, (str(g), shape)
+    with pytest.raises(TypeError, match="shape: expected a sequence of ints"):
+        scale_shape(tensorwise(), "4x4")
 
 
 def test_block_amax_covers_the_whole_block():
