@@ -49,7 +49,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for mark in _FOLDER_MARKS.get(folder, ()):
             item.add_marker(mark)
         if item.get_closest_marker("slow") and not slow:
-            item.add_marker(pytest.mark.skip(reason="slow sweep: run with --fp8-slow"))
+            item.add_marker(pytest.mark.skip(reason="slow: run with --fp8-slow"))
 
 
 @pytest.hookimpl(tryfirst=True)  # before fixtures: a skipped test builds none
@@ -126,6 +126,16 @@ def gpu_device(request: pytest.FixtureRequest) -> str:
         return "cpu"
     pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False); "
                 "--fp8-dry-run runs this test on the CPU instead")
+
+
+@pytest.fixture(scope="session")
+def cpu_profile() -> dict:
+    """This install's behaviour profile on the CPU (``fp8ref.profile.collect("cpu")``), collected
+    once per run (per worker under pytest-xdist): the golden test and the profile tools' tests read
+    it. Work on a ``copy.deepcopy`` to change it."""
+    from fp8ref.profile import collect
+
+    return collect("cpu")
 
 
 # --- what a run observed: kept per run, printed at its end --------------------------------------

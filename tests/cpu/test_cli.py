@@ -1,14 +1,29 @@
 """``python -m fp8ref``: the format table and the codec benchmark run and say what they should."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from fp8ref.__main__ import main
 from fp8ref.bench import best_time, codec_throughput
 from fp8ref.formats import KNOWN_FORMATS
+from tests.processes import Started, fp8ref_cli, python_code
+
+# what the noise check runs: main() with the given flags, then the quieted loggers' levels
+_NOISE = ("import logging, sys; from fp8ref.__main__ import _IMPORT_NOISE, main; main(sys.argv[1:] + ['formats']); "
+          "print([logging.getLogger(n).level for n in _IMPORT_NOISE])")
+# what the lazy-import check runs: 'formats', then which training modules it loaded
+_LOADED = ("import sys; from fp8ref.__main__ import main; main(['formats']); "
+           "print(sorted(m for m in sys.modules if m.startswith(('fp8ref.finetune.', 'transformers', 'torchao'))))")
+
+
+@pytest.fixture(scope="module")
+def processes():
+    """This module's fresh-process checks, started together (tests/processes.py)."""
+    started = Started({"help": fp8ref_cli("--help"), "nope": fp8ref_cli("nope"), "loaded": python_code(_LOADED),
+                       "quiet": python_code(_NOISE), "loud": python_code(_NOISE, "--verbose")})
+    yield started
+    started.close()
 
 
 def test_formats_table_lists_every_format(capsys):
@@ -34,10 +49,10 @@ def test_bench_codec_reports_a_ratio_per_format(capsys):
         assert r["ratio"] == pytest.approx(r["native_s"] / r["codec_s"])
 
 
-def test_module_entry_point_and_help():
-    out = subprocess.run([sys.executable, "-m", "fp8ref", "--help"], capture_output=True, text=True, check=True)
-    assert "formats" in out.stdout and "bench" in out.stdout
-    bad = subprocess.run([sys.executable, "-m", "fp8ref", "nope"], capture_output=True, text=True)
+def test_module_entry_point_and_help(processes):
+    out = processes.result("help")
+    assert out.returncode == 0 and "formats" in out.stdout and "bench" in out.stdout, out.stderr
+    bad = processes.result("nope")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
 
 
@@ -73,21 +88,18 @@ def test_scaled_mm_vs_bf16_reports_both_and_their_ratio_on_cpu():
     assert row["device_name"] == "cpu" and "fp8_pct_peak" not in row and row["peak"] == "no peak known for cpu"
 
 
-def test_building_the_parser_loads_no_training_code():
+def test_building_the_parser_loads_no_training_code(processes):
     """``formats`` and ``diff`` must not pay for (or break with) the fine-tune application."""
-    code = ("import sys; from fp8ref.__main__ import main; main(['formats']); "
-            "print(sorted(m for m in sys.modules if m.startswith(('fp8ref.finetune.', 'transformers', 'torchao'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = processes.result("loaded")
+    assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == "['fp8ref.finetune.presets']"
 
 
-def test_import_noise_is_shown_only_with_verbose():
+def test_import_noise_is_shown_only_with_verbose(processes):
     """torchao logs, while importing, the optional kernels it cannot load; the CLI quiets the
     loggers that print then, unless --verbose asks for them."""
-    code = ("import logging, sys; from fp8ref.__main__ import _IMPORT_NOISE, main; main(sys.argv[1:] + ['formats']); "
-            "print([logging.getLogger(n).level for n in _IMPORT_NOISE])")
-    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loud = subprocess.run([sys.executable, "-c", code, "--verbose"], capture_output=True, text=True, check=True)
+    quiet, loud = processes.result("quiet"), processes.result("loud")
+    assert quiet.returncode == loud.returncode == 0, quiet.stderr + loud.stderr
     assert quiet.stdout.strip().splitlines()[-1] == "[40, 40]"  # logging.ERROR
     assert loud.stdout.strip().splitlines()[-1] == "[0, 0]"  # untouched
 

@@ -3,8 +3,6 @@ usage or input error (one ``error:`` line, no traceback unless --debug), 3 for a
 half-written output when a command fails or is interrupted."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import torch
 
 from fp8ref import atomic
 from fp8ref.__main__ import main
+from tests.processes import Started, fp8ref_cli
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "cpu.json"
 
@@ -148,9 +147,11 @@ def test_the_contract_end_to_end_in_subprocesses(files):
         2: ["diff", str(files["missing"]), str(files["good"])],
         3: ["profile", "--device", "nope"],
     }
-    procs = {k: subprocess.Popen([sys.executable, "-m", "fp8ref", *argv], stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True) for k, argv in calls.items()}
-    got = {k: (p.wait(timeout=120), p.stderr.read()) for k, p in procs.items()}
+    started = Started({k: fp8ref_cli(*argv) for k, argv in calls.items()})
+    try:
+        got = {k: (started.result(k).returncode, started.result(k).stderr) for k in calls}
+    finally:
+        started.close()
     assert [got[k][0] for k in range(4)] == [0, 1, 2, 2], got
     for k in (2, 3):  # (an install may print its own import warnings before)
         err = got[k][1]

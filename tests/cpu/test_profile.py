@@ -2,14 +2,12 @@
 
 import copy
 import json
-import subprocess
-import sys
 
 import pytest
 
 from fp8ref.__main__ import main
 from fp8ref.install import device_kind
-from fp8ref.profile import TOLERANCES, collect, compare_with_golden, diff, format_diff, load, save
+from fp8ref.profile import TOLERANCES, compare_with_golden, diff, format_diff, load, save
 
 
 def _p(torch_v, **behaviour):
@@ -28,11 +26,12 @@ def test_format_diff_is_one_line_per_key():
     assert diff(pinned, pinned) == []
 
 
-@pytest.fixture(scope="module")
-def here():
-    """This install's profile, collected once: the tools below are tested against profiles they
-    build from it, never against the pinned golden (which this install may legitimately differ from)."""
-    return collect("cpu")
+@pytest.fixture
+def here(cpu_profile):
+    """This install's profile (a copy of the run's one collection): the tools below are tested
+    against profiles they build from it, never against the pinned golden (which this install may
+    legitimately differ from)."""
+    return copy.deepcopy(cpu_profile)
 
 
 def test_a_changed_golden_fails_with_readable_lines(tmp_path, here):
@@ -86,9 +85,16 @@ def test_order_dependent_numbers_compare_within_their_tolerance():
     assert diff(a, _p("2.13.0", **{key: "refused: RuntimeError: no"})) != []
 
 
-def test_cli_profile_round_trips(tmp_path, capsys):
+def test_cli_profile_round_trips(tmp_path, capsys, here, monkeypatch):
+    """profile --out writes what collect returned (the run's collection stands in for a third
+    one: the golden test and the test above collect for real), and diff reads it back."""
+    import fp8ref.profile
+
+    calls = []
+    monkeypatch.setattr(fp8ref.profile, "collect", lambda *a, **k: calls.append((a, k)) or here)
     out = tmp_path / "now.json"
     assert main(["profile", "--out", str(out)]) == 0
+    assert calls == [(("cpu",), {"torchao": True})] and load(out) == here
     assert main(["diff", str(out), str(out)]) == 0
     assert "equal" in capsys.readouterr().out
     changed = load(out)
@@ -98,11 +104,12 @@ def test_cli_profile_round_trips(tmp_path, capsys):
     assert "finfo.e5m2fnuz.eps" in capsys.readouterr().out
 
 
-def test_cli_help_lists_every_command():
-    out = subprocess.run(
-        [sys.executable, "-m", "fp8ref", "profile", "--help"], capture_output=True, text=True, check=True
-    )
-    assert "--device" in out.stdout and "--out" in out.stdout
+def test_cli_help_lists_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["profile", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "--device" in out and "--out" in out and "--no-torchao" in out
 
 
 def test_bad_profile_and_device_are_rejected(tmp_path):
