@@ -154,7 +154,7 @@ def preset_model(cfg: FinetuneConfig, vocab_size: int) -> torch.nn.Module:
         num_hidden_layers=cfg.layers, num_attention_heads=p.num_attention_heads,
         num_key_value_heads=p.num_key_value_heads, head_dim=p.head_dim,
         max_position_embeddings=max(4096, cfg.seq_len), rope_theta=1_000_000.0, rms_norm_eps=1e-6,
-        tie_word_embeddings=True, use_cache=False,
+        tie_word_embeddings=True, use_cache=False, attn_implementation=p.attention,
     )
     torch.manual_seed(cfg.seed)
     return Qwen3ForCausalLM(config).to(torch.bfloat16)

@@ -7,8 +7,6 @@ import functools
 import json
 import math
 import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -28,6 +26,7 @@ from fp8ref.finetune import (
 )
 from fp8ref.finetune.corpus import GRAMMAR
 from fp8ref.install import TORCHAO_RECIPES
+from tests.processes import Started, fp8ref_cli
 
 pytestmark = pytest.mark.needs("transformers", "datasets")
 
@@ -217,7 +216,7 @@ def test_tail_gap_is_the_relative_difference_of_the_last_tenth():
 def test_fp8ref_emulation_and_torchao_agree_on_the_first_step(recipe):
     """The same recipe through torchao (torch._scaled_mm) and through fp8ref's emulation: same
     weights, same batch, so step 1's losses agree to bf16 rounding, and both differ from bf16."""
-    runs = {b: compare(FinetuneConfig(preset="tiny", backend=b, recipe=recipe, steps=2, noise_runs=0))
+    runs = {b: compare(FinetuneConfig(preset="tiny", backend=b, recipe=recipe, steps=1, noise_runs=0))
             for b in ("torchao", "fp8ref")}
     ao, ref = runs["torchao"]["runs"]["fp8"]["losses"][0], runs["fp8ref"]["runs"]["fp8"]["losses"][0]
     bf16 = runs["torchao"]["runs"]["bf16"]["losses"][0]
@@ -230,8 +229,8 @@ def test_fp8ref_emulation_and_torchao_agree_on_the_first_step(recipe):
 def test_gradient_checkpointing_recomputes_the_same_losses():
     """Checkpointing only recomputes activations: the same arithmetic, so the same loss curve in
     both runs (FP8 included: the recomputed forward casts the same tensors the same way)."""
-    plain = compare(FinetuneConfig(preset="tiny", steps=3, noise_runs=0))
-    ckpt = compare(FinetuneConfig(preset="tiny", steps=3, noise_runs=0, grad_checkpointing=True))
+    plain = compare(FinetuneConfig(preset="tiny", steps=2, noise_runs=0))
+    ckpt = compare(FinetuneConfig(preset="tiny", steps=2, noise_runs=0, grad_checkpointing=True))
     for label in ("bf16", "fp8"):
         assert ckpt["runs"][label]["checkpointing"] and not plain["runs"][label]["checkpointing"], label
         assert ckpt["runs"][label]["losses"] == plain["runs"][label]["losses"], label
@@ -277,13 +276,13 @@ def test_cli_writes_json_and_png(tmp_path, capsys):
     from fp8ref.__main__ import main
 
     prefix = tmp_path / "out" / "tiny"
-    assert main(["finetune", "--preset", "tiny", "--steps", "12", "--noise-runs", "1", "--no-progress",
+    assert main(["finetune", "--preset", "tiny", "--steps", "4", "--noise-runs", "1", "--no-progress",
                  "--out", str(prefix)]) == 0
     out = capsys.readouterr().out
     assert "speedup" in out and "tail loss gap" in out and "parity: FP8" in out and "from 2 bf16 runs" in out
     data = json.loads(prefix.with_suffix(".json").read_text())
-    assert len(data["runs"]["bf16"]["losses"]) == len(data["runs"]["fp8"]["losses"]) == 12
-    assert len(data["runs"]["bf16~1"]["losses"]) == 12 and data["parity"]["bf16_runs"] == 2
+    assert len(data["runs"]["bf16"]["losses"]) == len(data["runs"]["fp8"]["losses"]) == 4
+    assert len(data["runs"]["bf16~1"]["losses"]) == 4 and data["parity"]["bf16_runs"] == 2
     assert prefix.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -295,22 +294,27 @@ def test_cli_missing_model_directory_is_a_clear_error(capsys):
     assert "no such directory" in err and "Traceback" not in err
 
 
-def _offline_cli(tmp_path, *args: str) -> subprocess.CompletedProcess:
-    """The CLI with the hub unreachable by construction (offline mode, an empty cache), so the
-    test never touches the network on any machine."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
-    return subprocess.run([sys.executable, "-m", "fp8ref", "finetune", "--no-progress", *args],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+@pytest.fixture(scope="module")
+def offline_cli(tmp_path_factory):
+    """The CLI asked for hub resources with the hub unreachable by construction (offline mode, an
+    empty cache), so no test touches the network on any machine; both started together."""
+    tmp = tmp_path_factory.mktemp("offline")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp / "hf")}
+    started = Started({"model": fp8ref_cli("finetune", "--no-progress", "--model", "Qwen/Qwen3-4B"),
+                       "wikitext": fp8ref_cli("finetune", "--no-progress", "--dataset", "wikitext")},
+                      env=env, cwd=tmp)
+    yield started
+    started.close()
 
 
-def test_cli_unreachable_hub_model_is_a_clear_error(tmp_path):
-    r = _offline_cli(tmp_path, "--model", "Qwen/Qwen3-4B")
+def test_cli_unreachable_hub_model_is_a_clear_error(offline_cli):
+    r = offline_cli.result("model")
     assert r.returncode == 2, r.stderr[-2000:]
     assert "could not be loaded" in r.stderr and "model hub" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_cli_unreachable_wikitext_is_a_clear_error(tmp_path):
-    r = _offline_cli(tmp_path, "--dataset", "wikitext")
+def test_cli_unreachable_wikitext_is_a_clear_error(offline_cli):
+    r = offline_cli.result("wikitext")
     assert r.returncode == 2, r.stderr[-2000:]
     assert "could not be loaded" in r.stderr and "dataset hub" in r.stderr and "Traceback" not in r.stderr
 
@@ -374,7 +378,7 @@ def test_resource_unavailable_is_raised_for_a_missing_directory():
 
 
 @pytest.mark.parametrize(
-    "preset,params_millions", [("tiny", (0.7, 1.0)), ("small", (15, 25)), ("4b-shaped", (380, 440))]
+    "preset,params_millions", [("tiny", (0.35, 0.5)), ("small", (15, 25)), ("4b-shaped", (380, 440))]
 )
 def test_presets_have_their_stated_shapes(preset, params_millions):
     """Built on the meta device (no memory, no init): the parameter counts docs/finetune.md states, and
