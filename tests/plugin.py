@@ -138,6 +138,70 @@ def cpu_profile() -> dict:
     return collect("cpu")
 
 
+# --- the fine-tune comparison, trained beside the other tests -------------------------------------
+# The tiny preset's bf16-vs-FP8 comparison (four trainings, the suite's largest single cost) that
+# tests/cpu/test_finetune.py reads. In a one-process run it trains in a process of its own on one
+# thread, started as soon as the collected tests show one needs it, while the run goes on with the
+# others on the remaining cores; under pytest-xdist the first worker that needs it trains it and
+# shares the JSON through the run's temporary folder (pytest-xdist's recipe for a once-per-session
+# fixture). One thread in both cases, so the numbers are the same with and without -n on 2 cores.
+_FINETUNE_KEY = pytest.StashKey[object]()
+_FINETUNE_CODE = ("import json, sys, torch; torch.set_num_threads(1); "
+                  "from fp8ref.finetune import FinetuneConfig, compare; "
+                  "json.dump(compare(FinetuneConfig(preset='tiny')), sys.stdout)")
+
+
+def _finetune_in_background(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from tests.processes import Started, python_code
+
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    if not any("finetune_tiny" in getattr(item, "fixturenames", ()) for item in items):
+        return
+    if not all(install.has_package(p) for p in ("transformers", "datasets", "torchao")):
+        return  # its tests skip, naming the package
+    import torch
+
+    config.stash[_FINETUNE_KEY] = (Started({"tiny": python_code(_FINETUNE_CODE)}), torch.get_num_threads())
+    torch.set_num_threads(max(1, torch.get_num_threads() - 1))  # its core
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _finetune_in_background(session.config, session.items)
+
+
+@pytest.fixture(scope="session")
+def finetune_tiny(request: pytest.FixtureRequest, tmp_path_factory) -> dict:
+    """``compare(FinetuneConfig(preset="tiny"))`` trained on one thread, as its JSON reads back."""
+    config = request.config
+    background = config.stash.get(_FINETUNE_KEY, None)
+    if background is not None:
+        import torch
+
+        started, threads = background
+        done = started.result("tiny", timeout=1800)
+        torch.set_num_threads(threads)
+        if done.returncode != 0:
+            pytest.fail(f"the fine-tune comparison failed in its process:\n{done.stderr[-4000:]}")
+        return json.loads(done.stdout)
+    from fp8ref.finetune import FinetuneConfig, compare
+    from fp8ref.install import one_thread
+
+    def train() -> str:
+        with one_thread():
+            return json.dumps(compare(FinetuneConfig(preset="tiny")))
+
+    if not hasattr(config, "workerinput"):
+        return json.loads(train())
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / "finetune-tiny.json"
+    with FileLock(f"{shared}.lock"):
+        if not shared.is_file():
+            shared.write_text(train())
+        return json.loads(shared.read_text())
+
+
 # --- what a run observed: kept per run, printed at its end --------------------------------------
 _REPORTS_KEY = pytest.StashKey[list]()
 _OBSERVED_KEY = pytest.StashKey[dict]()
@@ -183,6 +247,9 @@ _WORKER_KEY = "fp8ref_sections"
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
+    background = config.stash.get(_FINETUNE_KEY, None)
+    if background is not None:  # a run that ended before any test read it (-x, a deselection)
+        background[0].close()
     if hasattr(config, "workerinput"):  # an xdist worker
         config.workeroutput[_WORKER_KEY] = json.dumps({
             "observed": config.stash[_OBSERVED_KEY],

@@ -433,8 +433,8 @@ def _run(cfg: FinetuneConfig, build, batches: torch.Tensor, label: str, nudge: i
          progress: Progress | None) -> tuple[dict, dict | None, int]:
     """One training run: ``(run record, FP8 conversion info or None, parameter count)``."""
     device = torch.device(cfg.device)
-    gc.collect()
-    if device.type == "cuda":
+    if device.type == "cuda":  # the previous run's model gone before this one's peak is measured
+        gc.collect()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     model = build().to(device)

@@ -7,22 +7,30 @@ import pytest
 from fp8ref.__main__ import main
 from fp8ref.bench import best_time, codec_throughput
 from fp8ref.formats import KNOWN_FORMATS
-from tests.processes import Started, fp8ref_cli, python_code
+from tests.processes import Started, python_code
 
-# what the noise check runs: main() with the given flags, then the quieted loggers' levels
-_NOISE = ("import logging, sys; from fp8ref.__main__ import _IMPORT_NOISE, main; main(sys.argv[1:] + ['formats']); "
-          "print([logging.getLogger(n).level for n in _IMPORT_NOISE])")
-# what the lazy-import check runs: 'formats', then which training modules it loaded
-_LOADED = ("import sys; from fp8ref.__main__ import main; main(['formats']); "
-           "print(sorted(m for m in sys.modules if m.startswith(('fp8ref.finetune.', 'transformers', 'torchao'))))")
+# A fresh interpreter runs ``main(FLAGS + ['formats'])``, then prints what two checks read: the
+# levels of the loggers the CLI quiets, and which training modules the command loaded.
+_FORMATS_THEN_STATE = (
+    "import json, logging, sys; from fp8ref.__main__ import _IMPORT_NOISE, main; main(sys.argv[1:] + ['formats']); "
+    "print(json.dumps({'levels': [logging.getLogger(n).level for n in _IMPORT_NOISE], 'loaded': sorted("
+    "m for m in sys.modules if m.startswith(('fp8ref.finetune.', 'transformers', 'torchao')))}))"
+)
 
 
 @pytest.fixture(scope="module")
-def processes():
-    """This module's fresh-process checks, started together (tests/processes.py)."""
-    started = Started({"help": fp8ref_cli("--help"), "nope": fp8ref_cli("nope"), "loaded": python_code(_LOADED),
-                       "quiet": python_code(_NOISE), "loud": python_code(_NOISE, "--verbose")})
-    yield started
+def fresh():
+    """``formats`` in fresh interpreters, plain and with --verbose, started together
+    (tests/processes.py): what it imported and how it left the loggers."""
+    started = Started({"plain": python_code(_FORMATS_THEN_STATE), "verbose": python_code(_FORMATS_THEN_STATE,
+                                                                                           "--verbose")})
+
+    def state(name: str) -> dict:
+        done = started.result(name)
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    yield state
     started.close()
 
 
@@ -49,11 +57,16 @@ def test_bench_codec_reports_a_ratio_per_format(capsys):
         assert r["ratio"] == pytest.approx(r["native_s"] / r["codec_s"])
 
 
-def test_module_entry_point_and_help(processes):
-    out = processes.result("help")
-    assert out.returncode == 0 and "formats" in out.stdout and "bench" in out.stdout, out.stderr
-    bad = processes.result("nope")
-    assert bad.returncode == 2 and "invalid choice" in bad.stderr
+def test_help_lists_the_commands_and_an_unknown_one_is_a_usage_error(capsys):
+    """(``python -m fp8ref`` as a process, exit codes included: test_cli_exit_codes.py.)"""
+    with pytest.raises(SystemExit) as done:
+        main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "formats" in out and "bench" in out and "finetune" in out
+    with pytest.raises(SystemExit) as done:
+        main(["nope"])
+    assert done.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("call,match", [
@@ -88,20 +101,16 @@ def test_scaled_mm_vs_bf16_reports_both_and_their_ratio_on_cpu():
     assert row["device_name"] == "cpu" and "fp8_pct_peak" not in row and row["peak"] == "no peak known for cpu"
 
 
-def test_building_the_parser_loads_no_training_code(processes):
+def test_building_the_parser_loads_no_training_code(fresh):
     """``formats`` and ``diff`` must not pay for (or break with) the fine-tune application."""
-    out = processes.result("loaded")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip().splitlines()[-1] == "['fp8ref.finetune.presets']"
+    assert fresh("plain")["loaded"] == ["fp8ref.finetune.presets"]
 
 
-def test_import_noise_is_shown_only_with_verbose(processes):
+def test_import_noise_is_shown_only_with_verbose(fresh):
     """torchao logs, while importing, the optional kernels it cannot load; the CLI quiets the
     loggers that print then, unless --verbose asks for them."""
-    quiet, loud = processes.result("quiet"), processes.result("loud")
-    assert quiet.returncode == loud.returncode == 0, quiet.stderr + loud.stderr
-    assert quiet.stdout.strip().splitlines()[-1] == "[40, 40]"  # logging.ERROR
-    assert loud.stdout.strip().splitlines()[-1] == "[0, 0]"  # untouched
+    assert fresh("plain")["levels"] == [40, 40]  # logging.ERROR
+    assert fresh("verbose")["levels"] == [0, 0]  # untouched
 
 
 def test_a_bug_during_training_is_not_reported_as_bad_input(monkeypatch, capsys):

@@ -3,7 +3,6 @@ FP8's tail loss is within its budget plus the noise floor measured from one-ulp-
 no run goes below the corpus's entropy floor; plus the harness's plumbing (results JSON, plot,
 CLI, opt-in loaders and their errors), all without a network."""
 
-import functools
 import json
 import math
 import os
@@ -26,33 +25,18 @@ from fp8ref.finetune import (
 )
 from fp8ref.finetune.corpus import GRAMMAR
 from fp8ref.install import TORCHAO_RECIPES
-from tests.processes import Started, fp8ref_cli
+from tests.processes import Started, python_code
 
 pytestmark = pytest.mark.needs("transformers", "datasets")
 
 LINEARS_PER_QWEN3_LAYER = 7  # q, k, v, o projections; gate, up, down of the SwiGLU MLP
 
 
-@functools.cache
-def _tiny_comparison() -> str:
-    return json.dumps(compare(FinetuneConfig(preset="tiny")))
-
-
 @pytest.fixture(scope="module")
-def tiny(request, tmp_path_factory):
+def tiny(finetune_tiny):
     """The comparison every test of it reads (tests that use it carry needs("torchao")), as its
-    JSON reads back. Computed once per run: under pytest-xdist the first worker that needs it
-    writes it to the run's shared temporary folder and the others read it (pytest-xdist's recipe
-    for a once-per-session fixture; filelock comes with torch)."""
-    if not hasattr(request.config, "workerinput"):
-        return json.loads(_tiny_comparison())
-    from filelock import FileLock
-
-    shared = tmp_path_factory.getbasetemp().parent / "finetune-tiny.json"
-    with FileLock(f"{shared}.lock"):
-        if not shared.is_file():
-            shared.write_text(_tiny_comparison())
-        return json.loads(shared.read_text())
+    JSON reads back: trained once per run, beside the other tests (tests/plugin.py)."""
+    return finetune_tiny
 
 
 @pytest.mark.needs("torchao")
@@ -102,8 +86,9 @@ def _fp8_parity_under(tiny, name: str) -> dict:
     """FP8 trained again under a perturbation from ``fp8ref.faults``, judged against the fixture's
     three bf16 runs (the perturbations change only torchao's FP8 path)."""
     from fp8ref.finetune.faults import perturbation
+    from fp8ref.install import one_thread
 
-    with perturbation(name):
+    with perturbation(name), one_thread():  # the fixture's runs trained on one thread too
         res = compare(FinetuneConfig(preset="tiny", noise_runs=0))
     bf16 = [tiny["runs"][label]["tail_loss"] for label in ("bf16", "bf16~1", "bf16~2")]
     return parity(bf16, res["runs"]["fp8"]["tail_loss"], FP8_BUDGET["tiny"])
@@ -294,29 +279,46 @@ def test_cli_missing_model_directory_is_a_clear_error(capsys):
     assert "no such directory" in err and "Traceback" not in err
 
 
+# ``main`` called for each argv in turn in one fresh interpreter; each call's exit code and stderr.
+_MAIN_EACH = ("import contextlib, io, json, sys; from fp8ref.__main__ import main; calls = json.loads(sys.argv[1]); "
+              "res = {}\n"
+              "for name, argv in calls.items():\n"
+              "    err = io.StringIO()\n"
+              "    with contextlib.redirect_stderr(err):\n"
+              "        res[name] = [main(argv), err.getvalue()]\n"
+              "print(json.dumps(res))")
+
+
 @pytest.fixture(scope="module")
 def offline_cli(tmp_path_factory):
-    """The CLI asked for hub resources with the hub unreachable by construction (offline mode, an
-    empty cache), so no test touches the network on any machine; both started together."""
+    """The CLI asked for hub resources with the hub unreachable by construction (offline mode, set
+    before anything imports huggingface_hub, and an empty cache), so no test touches the network on
+    any machine. One interpreter runs both commands (the imports are most of the cost)."""
     tmp = tmp_path_factory.mktemp("offline")
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp / "hf")}
-    started = Started({"model": fp8ref_cli("finetune", "--no-progress", "--model", "Qwen/Qwen3-4B"),
-                       "wikitext": fp8ref_cli("finetune", "--no-progress", "--dataset", "wikitext")},
-                      env=env, cwd=tmp)
-    yield started
+    calls = {"model": ["finetune", "--no-progress", "--model", "Qwen/Qwen3-4B"],
+             "wikitext": ["finetune", "--no-progress", "--dataset", "wikitext"]}
+    started = Started({"both": python_code(_MAIN_EACH, json.dumps(calls))}, env=env, cwd=tmp)
+
+    def result(name: str) -> tuple[int, str]:
+        done = started.result("both")
+        assert done.returncode == 0, done.stderr[-2000:]
+        return tuple(json.loads(done.stdout.strip().splitlines()[-1])[name])
+
+    yield result
     started.close()
 
 
 def test_cli_unreachable_hub_model_is_a_clear_error(offline_cli):
-    r = offline_cli.result("model")
-    assert r.returncode == 2, r.stderr[-2000:]
-    assert "could not be loaded" in r.stderr and "model hub" in r.stderr and "Traceback" not in r.stderr
+    code, err = offline_cli("model")
+    assert code == 2, err[-2000:]
+    assert "could not be loaded" in err and "model hub" in err and "Traceback" not in err
 
 
 def test_cli_unreachable_wikitext_is_a_clear_error(offline_cli):
-    r = offline_cli.result("wikitext")
-    assert r.returncode == 2, r.stderr[-2000:]
-    assert "could not be loaded" in r.stderr and "dataset hub" in r.stderr and "Traceback" not in r.stderr
+    code, err = offline_cli("wikitext")
+    assert code == 2, err[-2000:]
+    assert "could not be loaded" in err and "dataset hub" in err and "Traceback" not in err
 
 
 def _byte_level_tokenizer():
