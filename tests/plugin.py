@@ -50,6 +50,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(mark)
         if item.get_closest_marker("slow") and not slow:
             item.add_marker(pytest.mark.skip(reason="slow: run with --fp8-slow"))
+    if not hasattr(config, "workerinput"):
+        # One process: the tests that read the fine-tune comparison go last (a stable sort, so
+        # pytest-randomly's order holds otherwise), and the comparison trains beside the others.
+        items.sort(key=lambda item: "finetune_tiny" in getattr(item, "fixturenames", ()))
 
 
 @pytest.hookimpl(tryfirst=True)  # before fixtures: a skipped test builds none
