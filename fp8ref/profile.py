@@ -20,28 +20,29 @@ exact (``exact_linear_problem``), or with one intra-op thread and a stated toler
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 import torch
 
 from . import install
-from .atomic import write_text
 from .conformance import all_16bit_inputs, check_cast, torch_cast
 from .formats import FORMATS
 from .install import TORCHAO_RECIPES, device_kind, versions
+from .profile_file import (  # noqa: F401 - the profile's file format, part of this module's API
+    PROFILE_VERSION,
+    TOLERANCES,
+    ProfileError,
+    diff,
+    format_diff,
+    load,
+    same_value,
+    save,
+    who,
+)
 from .refusals import attempt
 
 __all__ = ["PROFILE_VERSION", "ProfileError", "TOLERANCES", "device_kind", "versions", "collect", "save", "load",
            "same_value", "diff", "format_diff", "golden_path", "compare_with_golden", "exact_linear_problem"]
-
-PROFILE_VERSION = 1
-
-# Keys whose value is a measured number that depends on floating-point summation order (the
-# CPU's GEMM kernels, AMX or AVX2), not on FP8 behaviour: equal when within this relative
-# tolerance. Measured: the emulated MLP's step-299 loss moved 0.4% between two x86 CPUs with
-# the same torch; a change in torch's matmul, AdamW or autograd semantics moves it by far more.
-TOLERANCES = {"emulated_mlp.loss.": 0.02}
 
 
 def _sha(*tensors: torch.Tensor) -> str:
@@ -268,68 +269,6 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
             "behaviour": dict(sorted(behaviour.items()))}
 
 
-def save(profile: dict, path: str | Path) -> None:
-    """Write a profile as JSON, whole or not at all (``fp8ref.atomic``)."""
-    write_text(path, json.dumps(profile, indent=1, sort_keys=True) + "\n")
-
-
-class ProfileError(ValueError):
-    """A file that cannot be read as a profile of this fp8ref (missing, not JSON, not a profile,
-    or written by a newer profile format). The message names the file and what is wrong."""
-
-
-def load(path: str | Path) -> dict:
-    """Read a profile; ``ProfileError`` (a ValueError) when ``path`` is not one this fp8ref reads."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
-    except UnicodeDecodeError as exc:
-        raise ProfileError(f"{path}: not a text file ({exc.reason})") from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProfileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
-                           f"truncated or corrupted?") from exc
-    version = data.get("fp8ref_profile") if isinstance(data, dict) else None
-    if isinstance(version, int) and not isinstance(version, bool) and version > PROFILE_VERSION:
-        raise ProfileError(f"{path}: written by a newer fp8ref (profile format {version}; this fp8ref reads "
-                           f"format {PROFILE_VERSION}); upgrade fp8ref to read it")
-    if version != PROFILE_VERSION or not isinstance(data.get("behaviour"), dict):
-        raise ProfileError(f"{path}: not an fp8ref profile (expected a JSON object with fp8ref_profile = "
-                           f"{PROFILE_VERSION} and a behaviour mapping)")
-    return data
-
-
-def _who(p: dict) -> str:
-    v = p.get("versions", {})
-    return f"torch {v.get('torch')}, torchao {v.get('torchao')}"
-
-
-_MISSING = "<absent>"
-
-
-def same_value(key: str, a, b) -> bool:
-    """Equal, or for a key under ``TOLERANCES`` two numbers within its relative tolerance."""
-    if a == b:
-        return True
-    tol = next((t for prefix, t in TOLERANCES.items() if key.startswith(prefix)), None)
-    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
-    return tol is not None and numbers and abs(a - b) <= tol * max(abs(a), abs(b))
-
-
-def diff(pinned: dict, now: dict) -> list[tuple[str, object, object]]:
-    """(key, pinned value, current value) for every behaviour key that differs."""
-    a, b = pinned.get("behaviour", {}), now.get("behaviour", {})
-    rows = [(k, a.get(k, _MISSING), b.get(k, _MISSING)) for k in sorted(set(a) | set(b))]
-    return [(k, x, y) for k, x, y in rows if not same_value(k, x, y)]
-
-
-def format_diff(pinned: dict, now: dict) -> list[str]:
-    """One line per differing key: ``key: pinned X (versions) -> now Y (versions)``."""
-    return [f"{k}: pinned {va!r} ({_who(pinned)}) -> now {vb!r} ({_who(now)})" for k, va, vb in diff(pinned, now)]
-
-
 def golden_path(golden_dir: str | Path, device: str = "cpu") -> Path:
     return Path(golden_dir) / f"{device_kind(device)}.json"
 
@@ -349,7 +288,7 @@ def compare_with_golden(golden_dir: str | Path, device: str = "cpu", update: boo
     if update:
         path.parent.mkdir(parents=True, exist_ok=True)
         save(now, path)
-        return "updated", [f"re-pinned {path} on {_who(now)}; commit it and say why in the message"]
+        return "updated", [f"re-pinned {path} on {who(now)}; commit it and say why in the message"]
     if not path.exists():
         return "missing", [
             f"no golden profile for device kind {device_kind(device)!r} ({path}); pin one with "

@@ -1,6 +1,7 @@
 """``python -m fp8ref``: the format table and the codec benchmark run and say what they should."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -18,12 +19,24 @@ _FORMATS_THEN_STATE = (
 )
 
 
+# A fresh interpreter runs ``main(ARGS)`` (a SystemExit from --help counts as done), then prints
+# whether torch was imported.
+_MAIN_THEN_TORCH = ("import contextlib, io, json, sys; from fp8ref.__main__ import main\n"
+                    "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+                    "    main(sys.argv[1:])\n"
+                    "print(json.dumps('torch' in sys.modules))")
+_GOLDEN = str(Path(__file__).resolve().parents[1] / "golden" / "cpu.json")
+
+
 @pytest.fixture(scope="module")
 def fresh():
-    """``formats`` in fresh interpreters, plain and with --verbose, started together
-    (tests/processes.py): what it imported and how it left the loggers."""
-    started = Started({"plain": python_code(_FORMATS_THEN_STATE), "verbose": python_code(_FORMATS_THEN_STATE,
-                                                                                           "--verbose")})
+    """Fresh interpreters, started together (tests/processes.py): ``formats`` plain and with
+    --verbose (what it imported, how it left the loggers); ``diff`` and ``--help`` (whether they
+    imported torch)."""
+    started = Started({"plain": python_code(_FORMATS_THEN_STATE),
+                       "verbose": python_code(_FORMATS_THEN_STATE, "--verbose"),
+                       "diff": python_code(_MAIN_THEN_TORCH, "diff", _GOLDEN, _GOLDEN),
+                       "help": python_code(_MAIN_THEN_TORCH, "--help")})
 
     def state(name: str) -> dict:
         done = started.result(name)
@@ -104,6 +117,13 @@ def test_scaled_mm_vs_bf16_reports_both_and_their_ratio_on_cpu():
 def test_building_the_parser_loads_no_training_code(fresh):
     """``formats`` and ``diff`` must not pay for (or break with) the fine-tune application."""
     assert fresh("plain")["loaded"] == ["fp8ref.finetune.presets"]
+
+
+def test_diff_and_help_do_not_import_torch(fresh):
+    """Comparing two installs' profiles reads JSON only: it starts in a fraction of a second (and
+    works where torch cannot be imported at all)."""
+    assert fresh("diff") is False
+    assert fresh("help") is False
 
 
 def test_import_noise_is_shown_only_with_verbose(fresh):

@@ -25,7 +25,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "fp8ref"
 
 REFERENCE = {"validate", "formats", "codec", "scaling", "quantize", "nvfp4", "recipes", "delayed", "emulate", "metrics"}
 HARNESS = {"refusals", "install", "conformance", "torchao_compat", "profile", "bench", "mlp_problem", "gemm_probes",
-           "fp4_gemm", "atomic"}
+           "fp4_gemm", "atomic", "profile_file"}
 APPLICATION_PREFIXES = ("finetune", "__main__")
 PACKAGE_ROOT = "__init__"  # re-exports formats and codec
 
