@@ -56,16 +56,15 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from .profile_file import ProfileError, diff, load
+    from .profile_file import ProfileError, diff, load, who
 
     try:
         a, b = load(args.a), load(args.b)
     except ProfileError as exc:
         raise UsageError(str(exc)) from exc
     rows = diff(a, b)
-    va, vb = a["versions"], b["versions"]
-    print(f"A: {args.a} (torch {va.get('torch')}, torchao {va.get('torchao')}, {va.get('device')})")
-    print(f"B: {args.b} (torch {vb.get('torch')}, torchao {vb.get('torchao')}, {vb.get('device')})")
+    print(f"A: {args.a} ({who(a)}, {a['versions'].get('device')})")
+    print(f"B: {args.b} ({who(b)}, {b['versions'].get('device')})")
     if not rows:
         print(f"equal: {len(a['behaviour'])} keys")
         return 0

@@ -279,8 +279,7 @@ def expand_scale(scale: torch.Tensor, granularity: Granularity, shape: torch.Siz
     scale must have the group shape (``scale_shape``); a tensorwise scale may be any one value."""
     g = _check_granularity(granularity)
     _check_tensor(scale, "scale")
-    g.check_shape(shape)
-    want = scale_shape(g, shape)
+    want = scale_shape(g, shape)  # (checks that ``shape`` can be scaled at ``g``)
     if g.kind == Kind.TENSORWISE and scale.numel() == 1:
         scale = scale.reshape(())
     elif scale.shape != want:
