@@ -9,6 +9,7 @@ for importing torch.
 from __future__ import annotations
 
 import importlib
+import sys
 
 __version__ = "0.1.0"
 
@@ -34,11 +35,19 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name not in _HOMES:
-        raise AttributeError(f"module 'fp8ref' has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
+def lazy_names(package: str, homes: dict[str, str]):
+    """``(__getattr__, __dir__)`` for ``package`` (PEP 562): each name in ``homes`` (name ->
+    submodule) is imported from its submodule on first use."""
+
+    def getattr_(name: str):
+        if name not in homes:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f".{homes[name]}", package), name)
+
+    def dir_() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(homes))
+
+    return getattr_, dir_
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOMES))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -10,7 +10,7 @@ Names are loaded on first use, so ``fp8ref.finetune.presets`` is cheap to import
 
 from __future__ import annotations
 
-import importlib
+from .. import lazy_names
 
 _HOMES = {
     "Preset": "presets", "PRESETS": "presets", "FP8_BUDGET": "presets", "PARITY_Z": "presets",
@@ -23,11 +23,4 @@ _HOMES = {
 __all__ = sorted(_HOMES)
 
 
-def __getattr__(name: str):
-    if name not in _HOMES:
-        raise AttributeError(f"module 'fp8ref.finetune' has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{_HOMES[name]}", __name__), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_HOMES))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)
