@@ -53,7 +53,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if not hasattr(config, "workerinput"):
         # One process: the tests that read the fine-tune comparison go last (a stable sort, so
         # pytest-randomly's order holds otherwise), and the comparison trains beside the others.
-        items.sort(key=lambda item: "finetune_tiny" in getattr(item, "fixturenames", ()))
+        items.sort(key=_reads_the_comparison)
 
 
 @pytest.hookimpl(tryfirst=True)  # before fixtures: a skipped test builds none
@@ -155,12 +155,16 @@ _FINETUNE_CODE = ("import json, sys, torch; torch.set_num_threads(1); "
                   "json.dump(compare(FinetuneConfig(preset='tiny')), sys.stdout)")
 
 
+def _reads_the_comparison(item: pytest.Item) -> bool:
+    return "finetune_tiny" in getattr(item, "fixturenames", ())
+
+
 def _finetune_in_background(config: pytest.Config, items: list[pytest.Item]) -> None:
     from tests.processes import Started, python_code
 
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
-    if not any("finetune_tiny" in getattr(item, "fixturenames", ()) for item in items):
+    if not any(map(_reads_the_comparison, items)):
         return
     if not all(install.has_package(p) for p in ("transformers", "datasets", "torchao")):
         return  # its tests skip, naming the package

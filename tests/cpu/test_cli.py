@@ -8,24 +8,10 @@ import pytest
 from fp8ref.__main__ import main
 from fp8ref.bench import best_time, codec_throughput
 from fp8ref.formats import KNOWN_FORMATS
-from tests.processes import Started, python_code
+from tests.processes import Started, fp8ref_main_each, main_each_report
 
-# A fresh interpreter runs ``main(FLAGS + ['formats'])``, then prints what two checks read: the
-# levels of the loggers the CLI quiets, and which training modules the command loaded.
-_FORMATS_THEN_STATE = (
-    "import json, logging, sys; from fp8ref.__main__ import _IMPORT_NOISE, main; main(sys.argv[1:] + ['formats']); "
-    "print(json.dumps({'levels': [logging.getLogger(n).level for n in _IMPORT_NOISE], 'loaded': sorted("
-    "m for m in sys.modules if m.startswith(('fp8ref.finetune.', 'transformers', 'torchao')))}))"
-)
-
-
-# A fresh interpreter runs ``main(ARGS)`` (a SystemExit from --help counts as done), then prints
-# whether torch was imported.
-_MAIN_THEN_TORCH = ("import contextlib, io, json, sys; from fp8ref.__main__ import main\n"
-                    "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
-                    "    main(sys.argv[1:])\n"
-                    "print(json.dumps('torch' in sys.modules))")
 _GOLDEN = str(Path(__file__).resolve().parents[1] / "golden" / "cpu.json")
+_TRAINING = ("fp8ref.finetune.", "transformers", "torchao")
 
 
 @pytest.fixture(scope="module")
@@ -33,17 +19,17 @@ def fresh():
     """Fresh interpreters, started together (tests/processes.py): ``formats`` plain and with
     --verbose (what it imported, how it left the loggers); ``diff`` and ``--help`` (whether they
     imported torch)."""
-    started = Started({"plain": python_code(_FORMATS_THEN_STATE),
-                       "verbose": python_code(_FORMATS_THEN_STATE, "--verbose"),
-                       "diff": python_code(_MAIN_THEN_TORCH, "diff", _GOLDEN, _GOLDEN),
-                       "help": python_code(_MAIN_THEN_TORCH, "--help")})
+    started = Started({"plain": fp8ref_main_each({"run": ["formats"]}),
+                       "verbose": fp8ref_main_each({"run": ["--verbose", "formats"]}),
+                       "diff": fp8ref_main_each({"run": ["diff", _GOLDEN, _GOLDEN]}),
+                       "help": fp8ref_main_each({"run": ["--help"]})})
 
-    def state(name: str) -> dict:
-        done = started.result(name)
-        assert done.returncode == 0, done.stderr
-        return json.loads(done.stdout.strip().splitlines()[-1])
+    def report(name: str) -> dict:
+        out = main_each_report(started.result(name))
+        assert out["calls"]["run"][0] == 0, out["calls"]["run"][1]
+        return out
 
-    yield state
+    yield report
     started.close()
 
 
@@ -116,14 +102,14 @@ def test_scaled_mm_vs_bf16_reports_both_and_their_ratio_on_cpu():
 
 def test_building_the_parser_loads_no_training_code(fresh):
     """``formats`` and ``diff`` must not pay for (or break with) the fine-tune application."""
-    assert fresh("plain")["loaded"] == ["fp8ref.finetune.presets"]
+    assert [m for m in fresh("plain")["modules"] if m.startswith(_TRAINING)] == ["fp8ref.finetune.presets"]
 
 
 def test_diff_and_help_do_not_import_torch(fresh):
     """Comparing two installs' profiles reads JSON only: it starts in a fraction of a second (and
     works where torch cannot be imported at all)."""
-    assert fresh("diff") is False
-    assert fresh("help") is False
+    assert "torch" not in fresh("diff")["modules"]
+    assert "torch" not in fresh("help")["modules"]
 
 
 def test_import_noise_is_shown_only_with_verbose(fresh):

@@ -25,7 +25,7 @@ from fp8ref.finetune import (
 )
 from fp8ref.finetune.corpus import GRAMMAR
 from fp8ref.install import TORCHAO_RECIPES
-from tests.processes import Started, python_code
+from tests.processes import Started, fp8ref_main_each, main_each_report
 
 pytestmark = pytest.mark.needs("transformers", "datasets")
 
@@ -279,16 +279,6 @@ def test_cli_missing_model_directory_is_a_clear_error(capsys):
     assert "no such directory" in err and "Traceback" not in err
 
 
-# ``main`` called for each argv in turn in one fresh interpreter; each call's exit code and stderr.
-_MAIN_EACH = ("import contextlib, io, json, sys; from fp8ref.__main__ import main; calls = json.loads(sys.argv[1]); "
-              "res = {}\n"
-              "for name, argv in calls.items():\n"
-              "    err = io.StringIO()\n"
-              "    with contextlib.redirect_stderr(err):\n"
-              "        res[name] = [main(argv), err.getvalue()]\n"
-              "print(json.dumps(res))")
-
-
 @pytest.fixture(scope="module")
 def offline_cli(tmp_path_factory):
     """The CLI asked for hub resources with the hub unreachable by construction (offline mode, set
@@ -298,12 +288,10 @@ def offline_cli(tmp_path_factory):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp / "hf")}
     calls = {"model": ["finetune", "--no-progress", "--model", "Qwen/Qwen3-4B"],
              "wikitext": ["finetune", "--no-progress", "--dataset", "wikitext"]}
-    started = Started({"both": python_code(_MAIN_EACH, json.dumps(calls))}, env=env, cwd=tmp)
+    started = Started({"both": fp8ref_main_each(calls)}, env=env, cwd=tmp)
 
     def result(name: str) -> tuple[int, str]:
-        done = started.result("both")
-        assert done.returncode == 0, done.stderr[-2000:]
-        return tuple(json.loads(done.stdout.strip().splitlines()[-1])[name])
+        return tuple(main_each_report(started.result("both"))["calls"][name])
 
     yield result
     started.close()
