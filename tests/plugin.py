@@ -51,20 +51,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if item.get_closest_marker("slow") and not slow:
             item.add_marker(pytest.mark.skip(reason="slow: run with --fp8-slow"))
     if not hasattr(config, "workerinput"):
-        # One process: the tests that read the fine-tune comparison go last (a stable sort, so
-        # pytest-randomly's order holds otherwise), and the comparison trains beside the others.
-        items.sort(key=_reads_the_comparison)
+        # One process: the tests that read a process run beside them go last (a stable sort, so
+        # pytest-randomly's order holds otherwise).
+        items.sort(key=_reads_a_process)
 
 
 @pytest.hookimpl(tryfirst=True)  # before fixtures: a skipped test builds none
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    for mark in item.iter_markers("needs"):
-        for pkg in mark.args:
-            if not install.has_package(pkg):
-                pytest.skip(install.needs_package(pkg, "this test"))
-            refusal = install.torchao_float8() if pkg == "torchao" else None
-            if refusal is not None:
-                pytest.skip(f"{install.versions_line()} cannot import torchao.float8: {refusal}")
+    unmet = _unmet_needs(item)
+    if unmet is not None:
+        pytest.skip(unmet)
     _gate_capability(item)
 
 
@@ -142,53 +138,127 @@ def cpu_profile() -> dict:
     return collect("cpu")
 
 
-# --- the fine-tune comparison, trained beside the other tests -------------------------------------
-# The tiny preset's bf16-vs-FP8 comparison (four trainings, the suite's largest single cost) that
-# tests/cpu/test_finetune.py reads. In a one-process run it trains in a process of its own on one
-# thread, started as soon as the collected tests show one needs it, while the run goes on with the
-# others on the remaining cores; under pytest-xdist the first worker that needs it trains it and
-# shares the JSON through the run's temporary folder (pytest-xdist's recipe for a once-per-session
-# fixture). One thread in both cases, so the numbers are the same with and without -n on 2 cores.
-_FINETUNE_KEY = pytest.StashKey[object]()
+# --- processes that run beside the tests ------------------------------------------------------------
+# Some checks need a process of their own: the tiny preset's bf16-vs-FP8 comparison (four trainings,
+# the suite's largest single cost, read by tests/cpu/test_finetune.py) and the checks of a fresh
+# interpreter or of ``python -m fp8ref`` as a command (a test module's ``run_beside(folder)``: name ->
+# argv, or (argv, Popen keywords); its tests read them through the ``beside`` fixture).
+# In a one-process run they all start as soon as collection shows which are needed, one after
+# another on one core (the comparison first, on one thread), while the tests go on with the other
+# cores; the tests that read them run last. Under pytest-xdist the workers share the cores already:
+# a module's processes start together when its first test asks, and the first worker that needs
+# the comparison trains it in-process on one thread, sharing the JSON through the run's temporary
+# folder (pytest-xdist's recipe for a once-per-session fixture). One thread in both cases, so the
+# numbers are the same with and without -n on 2 cores.
+_LANE_KEY = pytest.StashKey[object]()
+_STARTED_KEY = pytest.StashKey[dict]()
+_COMPARISON = "finetune tiny"
 _FINETUNE_CODE = ("import json, sys, torch; torch.set_num_threads(1); "
                   "from fp8ref.finetune import FinetuneConfig, compare; "
                   "json.dump(compare(FinetuneConfig(preset='tiny')), sys.stdout)")
 
 
-def _reads_the_comparison(item: pytest.Item) -> bool:
-    return "finetune_tiny" in getattr(item, "fixturenames", ())
+def _reads_a_process(item: pytest.Item) -> bool:
+    names = getattr(item, "fixturenames", ())
+    return "finetune_tiny" in names or "beside" in names
 
 
-def _finetune_in_background(config: pytest.Config, items: list[pytest.Item]) -> None:
-    from tests.processes import Started, python_code
+def _unmet_needs(item: pytest.Item, importing: bool = True) -> str | None:
+    """Why the ``needs`` marks skip ``item``, or None. ``importing=False`` only asks whether the
+    packages are installed (torchao's import check costs seconds)."""
+    for mark in item.iter_markers("needs"):
+        for pkg in mark.args:
+            if not install.has_package(pkg):
+                return install.needs_package(pkg, "this test")
+            refusal = install.torchao_float8() if pkg == "torchao" and importing else None
+            if refusal is not None:
+                return f"{install.versions_line()} cannot import torchao.float8: {refusal}"
+    return None
 
-    if hasattr(config, "workerinput") or config.option.collectonly:
-        return
-    if not any(map(_reads_the_comparison, items)):
-        return
-    if not all(install.has_package(p) for p in ("transformers", "datasets", "torchao")):
-        return  # its tests skip, naming the package
-    import torch
 
-    config.stash[_FINETUNE_KEY] = (Started({"tiny": python_code(_FINETUNE_CODE)}), torch.get_num_threads())
-    torch.set_num_threads(max(1, torch.get_num_threads() - 1))  # its core
+def _module_processes(module, folder: Path) -> dict[str, tuple[list[str], dict]]:
+    """``module.run_beside(folder)`` as name -> (argv, Popen keywords)."""
+    return {name: job if isinstance(job, tuple) else (job, {}) for name, job in module.run_beside(folder).items()}
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    _finetune_in_background(session.config, session.items)
+    config = session.config
+    if hasattr(config, "workerinput") or config.option.collectonly:
+        return
+    readers = [item for item in session.items if _reads_a_process(item) and not item.get_closest_marker("skip")
+               and _unmet_needs(item, importing=False) is None]
+    if not readers:
+        return
+    import torch
+
+    from tests.processes import Lane, python_code
+
+    modules = {item.module.__name__: item.module for item in readers if "beside" in item.fixturenames}
+    state = _Beside(Lane(), torch.get_num_threads(), set(modules))
+    config.stash[_LANE_KEY] = state
+    if any("finetune_tiny" in item.fixturenames for item in readers):
+        state.lane.submit(_COMPARISON, python_code(_FINETUNE_CODE))
+    for name, module in modules.items():
+        folder = config._tmp_path_factory.mktemp(name.rsplit(".", 1)[-1])
+        for job, (argv, kwargs) in _module_processes(module, folder).items():
+            state.lane.submit(f"{name}:{job}", argv, **kwargs)
+    torch.set_num_threads(max(1, state.threads - 1))  # the lane's core
+
+
+@dataclasses.dataclass
+class _Beside:
+    lane: object  # tests.processes.Lane
+    threads: int  # torch's threads before the lane took a core
+    modules: set  # the modules whose run_beside processes run in the lane
+
+    def restore_threads(self) -> None:
+        """All the lane's processes have ended: its core is the tests' again."""
+        if self.threads and self.lane.idle():
+            import torch
+
+            torch.set_num_threads(self.threads)
+            self.threads = 0
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    state = item.config.stash.get(_LANE_KEY, None)
+    if state is not None:
+        state.restore_threads()
+
+
+def _from_the_lane(config: pytest.Config, name: str):
+    state = config.stash[_LANE_KEY]
+    done = state.lane.result(name)
+    state.restore_threads()
+    return done
+
+
+@pytest.fixture
+def beside(request: pytest.FixtureRequest):
+    """``beside(name)``: the ``subprocess.CompletedProcess`` of this module's
+    ``run_beside(folder)[name]``, run beside the tests (above)."""
+    config, module = request.config, request.module
+    state = config.stash.get(_LANE_KEY, None)
+    if state is not None and module.__name__ in state.modules:
+        return lambda name: _from_the_lane(config, f"{module.__name__}:{name}")
+    started = config.stash.setdefault(_STARTED_KEY, {})
+    if module.__name__ not in started:  # xdist, or a module the collection did not foresee
+        from tests.processes import Started
+
+        folder = request.getfixturevalue("tmp_path_factory").mktemp(module.__name__.rsplit(".", 1)[-1])
+        started[module.__name__] = {name: Started({name: argv}, **kwargs)
+                                    for name, (argv, kwargs) in _module_processes(module, folder).items()}
+    runs = started[module.__name__]
+    return lambda name: runs[name].result(name)
 
 
 @pytest.fixture(scope="session")
 def finetune_tiny(request: pytest.FixtureRequest, tmp_path_factory) -> dict:
     """``compare(FinetuneConfig(preset="tiny"))`` trained on one thread, as its JSON reads back."""
     config = request.config
-    background = config.stash.get(_FINETUNE_KEY, None)
-    if background is not None:
-        import torch
-
-        started, threads = background
-        done = started.result("tiny", timeout=1800)
-        torch.set_num_threads(threads)
+    state = config.stash.get(_LANE_KEY, None)
+    if state is not None and _COMPARISON in state.lane:
+        done = _from_the_lane(config, _COMPARISON)
         if done.returncode != 0:
             pytest.fail(f"the fine-tune comparison failed in its process:\n{done.stderr[-4000:]}")
         return json.loads(done.stdout)
@@ -255,9 +325,12 @@ _WORKER_KEY = "fp8ref_sections"
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    background = config.stash.get(_FINETUNE_KEY, None)
-    if background is not None:  # a run that ended before any test read it (-x, a deselection)
-        background[0].close()
+    state = config.stash.get(_LANE_KEY, None)
+    if state is not None:  # what still runs when a run ends early (-x, a failed fixture)
+        state.lane.close()
+    for runs in config.stash.get(_STARTED_KEY, {}).values():
+        for started in runs.values():
+            started.close()
     if hasattr(config, "workerinput"):  # an xdist worker
         config.workeroutput[_WORKER_KEY] = json.dumps({
             "observed": config.stash[_OBSERVED_KEY],

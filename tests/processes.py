@@ -1,14 +1,17 @@
-"""Command lines a test module runs as processes of their own, started together.
+"""Command lines the tests run as processes of their own, and the two ways they run.
 
-Each such process pays for its own interpreter and torch import (about 2 s of CPU); started one
-after another they were, after training, the CPU suite's largest cost. Started together they
-share the cores, and each test reads back the result it asserts on."""
+Each such process pays for its own interpreter and torch import (about 2 s of CPU), and the test
+that waits for one leaves its core idle. In a one-process run a ``Lane`` runs them all, one after
+another, on one core beside the tests (tests/plugin.py starts it when collection ends); under
+pytest-xdist a module's processes are ``Started`` together when its first test asks. Either way
+each test reads back the result it asserts on."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import threading
 
 
 def fp8ref_cli(*args: str) -> list[str]:
@@ -22,8 +25,8 @@ def python_code(code: str, *args: str) -> list[str]:
 
 
 # ``main(argv)`` for each named argv in turn, in one fresh interpreter; then one JSON line: each
-# call's exit code (a SystemExit's too, as from --help) and stderr, the modules the process
-# imported, and the levels of the loggers the CLI quiets.
+# call's exit code (a SystemExit's too, as from --help), stderr and the levels of the loggers the
+# CLI quiets right after it, and the modules the process imported.
 _MAIN_EACH = """
 import contextlib, io, json, logging, sys
 from fp8ref.__main__ import _IMPORT_NOISE, main
@@ -35,9 +38,8 @@ for name, argv in json.loads(sys.argv[1]).items():
             code = main(argv)
         except SystemExit as exc:
             code = exc.code
-    calls[name] = [code, err.getvalue()]
-print(json.dumps({"calls": calls, "modules": sorted(sys.modules),
-                  "levels": [logging.getLogger(n).level for n in _IMPORT_NOISE]}))
+    calls[name] = [code, err.getvalue(), [logging.getLogger(n).level for n in _IMPORT_NOISE]]
+print(json.dumps({"calls": calls, "modules": sorted(sys.modules)}))
 """
 
 
@@ -48,7 +50,7 @@ def fp8ref_main_each(calls: dict[str, list[str]]) -> list[str]:
 
 
 def main_each_report(done: subprocess.CompletedProcess) -> dict:
-    """``{"calls": {name: [exit code, stderr]}, "modules": [...], "levels": [...]}``."""
+    """``{"calls": {name: [exit code, stderr, logger levels]}, "modules": [...]}``."""
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -75,3 +77,66 @@ class Started:
             if proc.poll() is None:
                 proc.kill()
             proc.communicate()
+
+
+class Lane:
+    """Processes run one after another, in the order submitted, on a thread of this process, so
+    that they take one core while the tests go on on the others. ``result(name)`` waits for one;
+    ``idle()`` says whether all have ended."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, tuple[list[str], dict]] = {}
+        self._done: dict[str, subprocess.CompletedProcess] = {}
+        self._ended = {}  # name -> threading.Event
+        self._queue: list[str] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._closed = False
+        self._running: subprocess.Popen | None = None
+        self._thread = threading.Thread(target=self._work, name="fp8ref-lane", daemon=True)
+        self._thread.start()
+
+    def submit(self, name: str, argv: list[str], **popen_kwargs) -> None:
+        with self._lock:
+            if name in self._jobs:
+                raise ValueError(f"name: {name!r} was submitted already")
+            self._jobs[name] = (argv, popen_kwargs)
+            self._ended[name] = threading.Event()
+            self._queue.append(name)
+            self._wake.notify()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._jobs
+
+    def idle(self) -> bool:
+        return all(event.is_set() for event in self._ended.values())
+
+    def result(self, name: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+        if not self._ended[name].wait(timeout):
+            raise TimeoutError(f"{name}: not done within {timeout} s (it waits for the lane's earlier processes)")
+        return self._done[name]
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return
+                name = self._queue.pop(0)
+                argv, kwargs = self._jobs[name]
+                self._running = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                                 **kwargs)
+            out, err = self._running.communicate()
+            self._done[name] = subprocess.CompletedProcess(argv, self._running.returncode, out, err)
+            self._ended[name].set()
+
+    def close(self) -> None:
+        """Stop the running process and drop the queue (a run that ended before reading them)."""
+        with self._lock:
+            self._closed = True
+            self._wake.notify()
+            running = self._running
+        if running is not None and running.poll() is None:
+            running.kill()
+        self._thread.join(timeout=60)

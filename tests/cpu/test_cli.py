@@ -8,29 +8,31 @@ import pytest
 from fp8ref.__main__ import main
 from fp8ref.bench import best_time, codec_throughput
 from fp8ref.formats import KNOWN_FORMATS
-from tests.processes import Started, fp8ref_main_each, main_each_report
+from tests.processes import fp8ref_main_each, main_each_report
 
 _GOLDEN = str(Path(__file__).resolve().parents[1] / "golden" / "cpu.json")
 _TRAINING = ("fp8ref.finetune.", "transformers", "torchao")
 
 
-@pytest.fixture(scope="module")
-def fresh():
-    """Fresh interpreters, started together (tests/processes.py): ``formats`` plain and with
-    --verbose (what it imported, how it left the loggers); ``diff`` and ``--help`` (whether they
-    imported torch)."""
-    started = Started({"plain": fp8ref_main_each({"run": ["formats"]}),
-                       "verbose": fp8ref_main_each({"run": ["--verbose", "formats"]}),
-                       "diff": fp8ref_main_each({"run": ["diff", _GOLDEN, _GOLDEN]}),
-                       "help": fp8ref_main_each({"run": ["--help"]})})
+def run_beside(folder):
+    """Fresh interpreters, run beside the tests (tests/plugin.py): ``formats`` with --verbose,
+    then plain (what they imported, how each left the loggers); ``diff`` and ``--help`` (whether
+    they imported torch)."""
+    return {"formats": fp8ref_main_each({"verbose": ["--verbose", "formats"], "plain": ["formats"]}),
+            "diff": fp8ref_main_each({"diff": ["diff", _GOLDEN, _GOLDEN]}),
+            "help": fp8ref_main_each({"help": ["--help"]})}
 
+
+@pytest.fixture
+def fresh(beside):
+    """``fresh(process)``: its report (tests/processes.py), every call in it having exited 0."""
     def report(name: str) -> dict:
-        out = main_each_report(started.result(name))
-        assert out["calls"]["run"][0] == 0, out["calls"]["run"][1]
+        out = main_each_report(beside(name))
+        for call, (code, err, _) in out["calls"].items():
+            assert code == 0, f"{call}: {err}"
         return out
 
-    yield report
-    started.close()
+    return report
 
 
 def test_formats_table_lists_every_format(capsys):
@@ -102,7 +104,7 @@ def test_scaled_mm_vs_bf16_reports_both_and_their_ratio_on_cpu():
 
 def test_building_the_parser_loads_no_training_code(fresh):
     """``formats`` and ``diff`` must not pay for (or break with) the fine-tune application."""
-    assert [m for m in fresh("plain")["modules"] if m.startswith(_TRAINING)] == ["fp8ref.finetune.presets"]
+    assert [m for m in fresh("formats")["modules"] if m.startswith(_TRAINING)] == ["fp8ref.finetune.presets"]
 
 
 def test_diff_and_help_do_not_import_torch(fresh):
@@ -115,8 +117,9 @@ def test_diff_and_help_do_not_import_torch(fresh):
 def test_import_noise_is_shown_only_with_verbose(fresh):
     """torchao logs, while importing, the optional kernels it cannot load; the CLI quiets the
     loggers that print then, unless --verbose asks for them."""
-    assert fresh("plain")["levels"] == [40, 40]  # logging.ERROR
-    assert fresh("verbose")["levels"] == [0, 0]  # untouched
+    calls = fresh("formats")["calls"]
+    assert calls["verbose"][2] == [0, 0]  # untouched
+    assert calls["plain"][2] == [40, 40]  # logging.ERROR
 
 
 def test_a_bug_during_training_is_not_reported_as_bad_input(monkeypatch, capsys):

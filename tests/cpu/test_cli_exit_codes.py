@@ -10,14 +10,19 @@ import torch
 
 from fp8ref import atomic
 from fp8ref.__main__ import main
-from tests.processes import Started, fp8ref_cli
+from tests.processes import fp8ref_cli
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "cpu.json"
 
 
 @pytest.fixture
 def files(tmp_path):
-    """Inputs a user may hand ``diff``: a profile, one that differs, and the broken kinds."""
+    return diff_inputs(tmp_path)
+
+
+def diff_inputs(tmp_path: Path) -> dict[str, Path]:
+    """Inputs a user may hand ``diff``, written into ``tmp_path``: a profile, one that differs,
+    and the broken kinds."""
     good = json.loads(GOLDEN.read_text())
     other = json.loads(GOLDEN.read_text())
     other["behaviour"]["cast.e4m3fn.bf16.overflow"] = "something else"
@@ -139,21 +144,21 @@ def test_a_plot_that_fails_to_save_leaves_no_png(monkeypatch, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_the_contract_end_to_end_in_subprocesses(files):
-    """``python -m fp8ref`` as CI scripts call it, four processes at once (each imports torch)."""
-    calls = {
-        0: ["formats"],
-        1: ["diff", str(files["good"]), str(files["other"])],
-        2: ["diff", str(files["missing"]), str(files["good"])],
-        3: ["profile", "--device", "nope"],
-    }
-    started = Started({k: fp8ref_cli(*argv) for k, argv in calls.items()})
-    try:
-        got = {k: (started.result(k).returncode, started.result(k).stderr) for k in calls}
-    finally:
-        started.close()
-    assert [got[k][0] for k in range(4)] == [0, 1, 2, 2], got
-    for k in (2, 3):  # (an install may print its own import warnings before)
+def run_beside(folder):
+    """``python -m fp8ref`` as CI scripts call it, as processes of their own, run beside the tests
+    (tests/plugin.py); two of them import torch."""
+    files = diff_inputs(folder)
+    return {"formats": fp8ref_cli("formats"),
+            "difference": fp8ref_cli("diff", str(files["good"]), str(files["other"])),
+            "missing": fp8ref_cli("diff", str(files["missing"]), str(files["good"])),
+            "bad option": fp8ref_cli("profile", "--device", "nope")}
+
+
+def test_the_contract_end_to_end_in_subprocesses(beside):
+    """Done, a difference found, a missing input, a bad option: exit 0, 1, 2, 2, each error one line."""
+    got = {k: (beside(k).returncode, beside(k).stderr) for k in ("formats", "difference", "missing", "bad option")}
+    assert [code for code, _ in got.values()] == [0, 1, 2, 2], got
+    for k in ("missing", "bad option"):  # (an install may print its own import warnings before)
         err = got[k][1]
         assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err, err
         assert sum(line.startswith("error: ") for line in err.splitlines()) == 1, err

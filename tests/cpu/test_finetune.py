@@ -25,7 +25,7 @@ from fp8ref.finetune import (
 )
 from fp8ref.finetune.corpus import GRAMMAR
 from fp8ref.install import TORCHAO_RECIPES
-from tests.processes import Started, fp8ref_main_each, main_each_report
+from tests.processes import fp8ref_main_each, main_each_report
 
 pytestmark = pytest.mark.needs("transformers", "datasets")
 
@@ -279,22 +279,24 @@ def test_cli_missing_model_directory_is_a_clear_error(capsys):
     assert "no such directory" in err and "Traceback" not in err
 
 
-@pytest.fixture(scope="module")
-def offline_cli(tmp_path_factory):
+def run_beside(folder):
     """The CLI asked for hub resources with the hub unreachable by construction (offline mode, set
     before anything imports huggingface_hub, and an empty cache), so no test touches the network on
-    any machine. One interpreter runs both commands (the imports are most of the cost)."""
-    tmp = tmp_path_factory.mktemp("offline")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(tmp / "hf")}
+    any machine. One interpreter, run beside the tests (tests/plugin.py), runs both commands (the
+    imports are most of the cost)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(folder / "hf")}
     calls = {"model": ["finetune", "--no-progress", "--model", "Qwen/Qwen3-4B"],
              "wikitext": ["finetune", "--no-progress", "--dataset", "wikitext"]}
-    started = Started({"both": fp8ref_main_each(calls)}, env=env, cwd=tmp)
+    return {"offline": (fp8ref_main_each(calls), {"env": env, "cwd": folder})}
 
+
+@pytest.fixture
+def offline_cli(beside):
     def result(name: str) -> tuple[int, str]:
-        return tuple(main_each_report(started.result("both"))["calls"][name])
+        code, err, _ = main_each_report(beside("offline"))["calls"][name]
+        return code, err
 
-    yield result
-    started.close()
+    return result
 
 
 def test_cli_unreachable_hub_model_is_a_clear_error(offline_cli):

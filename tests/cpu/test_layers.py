@@ -16,6 +16,7 @@ touches a native ``float8_*`` dtype or ``_scaled_mm``, except ``quantize``'s opt
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -52,10 +53,17 @@ def _package_parts(name: str) -> list[str]:
 
 
 def _modules() -> dict[str, ast.Module]:
+    """fp8ref's modules by name, parsed (a new dict each call; the trees are shared, and read only)."""
+    return dict(_parsed())
+
+
+@functools.cache
+def _parsed() -> dict[str, ast.Module]:
     return {_module_name(p): ast.parse(p.read_text(), filename=str(p)) for p in sorted(PACKAGE.rglob("*.py"))}
 
 
-def imports(name: str, tree: ast.Module) -> set[str]:
+@functools.cache  # (a tree hashes by identity: each parsed module is walked once per run)
+def imports(name: str, tree: ast.Module) -> frozenset[str]:
     """Every module fp8ref module ``name`` imports: fp8ref's own as ``fp8ref.<module>``, others by
     their top-level package."""
     out: set[str] = set()
@@ -71,10 +79,11 @@ def imports(name: str, tree: ast.Module) -> set[str]:
                 out.add(".".join(["fp8ref", *base, node.module]))
             else:  # from . import x, y: modules
                 out |= {".".join(["fp8ref", *base, a.name]) for a in node.names}
-    return out
+    return frozenset(out)
 
 
-def native_fp8_uses(name: str, tree: ast.Module) -> list[str]:
+@functools.cache
+def native_fp8_uses(name: str, tree: ast.Module) -> tuple[str, ...]:
     """Places in ``tree``'s code (not comments or docstrings) that touch a native float8 dtype or
     ``_scaled_mm``, or ask a format for its torch dtype, as ``module.function:line``."""
     found = []
@@ -99,7 +108,7 @@ def native_fp8_uses(name: str, tree: ast.Module) -> list[str]:
             visit(child, f)
 
     visit(tree, "<module>")
-    return found
+    return tuple(found)
 
 
 def _layer(name: str) -> str:
@@ -171,7 +180,7 @@ def test_the_layer_check_catches_a_violation(source, expect):
 
 def test_a_comment_or_docstring_is_not_a_call():
     tree = ast.parse('"""Never calls x.to(torch.float8_e4m3fn) or torch._scaled_mm."""\n# torch._scaled_mm\nX = 1\n')
-    assert native_fp8_uses("codec", tree) == []
+    assert native_fp8_uses("codec", tree) == ()
 
 
 def test_a_new_module_must_choose_a_layer():

@@ -1,9 +1,14 @@
-"""The suite's one gating rule (tests/plugin.py): what a missing or refusing package skips with."""
+"""The suite's one gating rule (tests/plugin.py): what a missing or refusing package skips with;
+and the lane that runs processes beside the tests (tests/processes.py)."""
+
+import os
+import time
 
 import pytest
 
 from fp8ref import install
 from tests import plugin
+from tests.processes import Lane, python_code
 
 
 class _Item:
@@ -46,3 +51,38 @@ def test_an_unregistered_package_is_an_error_not_a_skip():
     """needs() names only packages whose extra is known, so every skip can say how to install."""
     with pytest.raises(ValueError, match="pkg: expected one of"):
         plugin.pytest_runtest_setup(_Item(pytest.mark.needs("no_such_package").mark))
+
+
+def test_the_lane_runs_its_processes_one_after_another_in_order(tmp_path):
+    mark = tmp_path / "first"
+    lane = Lane()
+    try:
+        lane.submit("first", python_code("import sys, time; time.sleep(0.3); open(sys.argv[1], 'w').write('done')",
+                                         str(mark)))
+        lane.submit("second", python_code("import sys; print(open(sys.argv[1]).read()); sys.exit(3)", str(mark)))
+        assert "second" in lane and "third" not in lane
+        second = lane.result("second", timeout=60)  # it started after the first had ended
+        assert (second.returncode, second.stdout.strip()) == (3, "done")
+        assert lane.result("first").returncode == 0 and lane.idle()
+        with pytest.raises(ValueError, match="'first' was submitted already"):
+            lane.submit("first", python_code("pass"))
+    finally:
+        lane.close()
+
+
+def test_closing_the_lane_stops_the_running_process(tmp_path):
+    pid_file = tmp_path / "pid"
+    lane = Lane()
+    lane.submit("sleeper", python_code("import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); "
+                                       "time.sleep(600)", str(pid_file)))
+    lane.submit("never", python_code("pass"))
+    deadline = time.monotonic() + 60
+    while not (pid_file.is_file() and pid_file.read_text()):
+        assert time.monotonic() < deadline, "the lane's process never started"
+        time.sleep(0.01)
+    lane.close()
+    with pytest.raises(ProcessLookupError):  # killed and reaped
+        os.kill(int(pid_file.read_text()), 0)
+    assert not lane.idle()  # the queue was dropped, not run
+    with pytest.raises(TimeoutError, match="never"):
+        lane.result("never", timeout=0.01)
