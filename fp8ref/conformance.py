@@ -451,6 +451,15 @@ def overflow_threshold(fmt: Fp8Format) -> int:
     return hi
 
 
+def _same_codes(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``torch.equal`` of two code tensors, compared eight bytes at a time where they allow it
+    (torch.equal on uint8 runs at about a seventh of the speed on one thread)."""
+    if a.dtype == b.dtype == torch.uint8 and a.numel() % 8 == 0 and all(
+            t.is_contiguous() and t.storage_offset() % 8 == 0 for t in (a, b)):
+        return torch.equal(a.view(torch.int64), b.view(torch.int64))
+    return torch.equal(a, b)
+
+
 def _homogeneous_report(impl: Implementation, fmt: Fp8Format, inputs: str, x: torch.Tensor,
                         got: torch.Tensor, a_lo: int, a_hi: int, negative: bool) -> CastReport | None:
     """The report for a chunk of consecutive float32 patterns that lie in one input class, at the
@@ -483,7 +492,7 @@ def _homogeneous_report(impl: Implementation, fmt: Fp8Format, inputs: str, x: to
         return None
     threshold = overflow_threshold(fmt)
     if a_hi < threshold:  # all in range: one codec pass, equal or not
-        if not torch.equal(got, _encode(x, fmt, False)):
+        if not _same_codes(got, _encode(x, fmt, False)):
             return None
         counts["in_range"] = n
         return CastReport(counts=counts, **base)

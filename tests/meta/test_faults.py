@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from fp8ref.codec import decode, encode
-from fp8ref.conformance import Implementation, all_16bit_inputs, check_cast
+from fp8ref.conformance import Implementation, all_16bit_inputs, check_cast, sweep_float32
 from fp8ref.delayed import DelayedScaling
 from fp8ref.formats import E4M3FN, E5M2
 from fp8ref.recipes import RECIPES
@@ -79,6 +79,22 @@ def cast_fault_caught(fault: str, fmt) -> bool:
 @pytest.mark.parametrize("fault", list(CAST_FAULTS))
 def test_cast_fault_is_caught(fault, fmt):
     assert cast_fault_caught(fault, fmt), f"check_cast did not notice {fault} ({fmt})"
+
+
+# the 2^32 sweep's one-class chunks take a shortcut (one codec pass, one comparison): a fault
+# there must still fail it, and a correct cast must pass the shortcut
+SWEEP_CHUNKS = {"in range": (0x3F800000, "truncation"), "all NaN": (0x7FC00000, "NaN -> max"),
+                "negative in range": (0xBF800000, "ties away from zero")}
+
+
+@pytest.mark.parametrize("chunk", list(SWEEP_CHUNKS))
+def test_a_cast_fault_fails_the_sweeps_one_class_chunk(chunk):
+    start, fault = SWEEP_CHUNKS[chunk]
+    right = Implementation("codec-saturating", "-", lambda x: encode(x, E4M3FN, saturate=True))
+    assert sweep_float32(right, E4M3FN, start, 1 << 20).ok
+    broken = Implementation(f"broken ({fault})", "-", lambda x: CAST_FAULTS[fault](x, E4M3FN))
+    report = sweep_float32(broken, E4M3FN, start, 1 << 20)
+    assert not report.ok and f"chunk starting at 0x{start:08x}" in report.failure_message(), chunk
 
 
 # --- scales, through tests/conformance_checks.scale_mismatch -----------------------------------
