@@ -200,7 +200,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         state.lane.submit(_COMPARISON, python_code(_FINETUNE_CODE))
     for name, module in modules.items():
         folder = config._tmp_path_factory.mktemp(name.rsplit(".", 1)[-1])
-        for job, (argv, kwargs) in _module_processes(module, folder).items():
+        try:
+            jobs = _module_processes(module, folder)
+        except Exception as exc:  # the module's tests fail, naming it; the others run
+            state.errors[name] = exc
+            continue
+        for job, (argv, kwargs) in jobs.items():
             state.lane.submit(f"{name}:{job}", argv, **kwargs)
     torch.set_num_threads(max(1, state.threads - 1))  # the lane's core
 
@@ -210,6 +215,7 @@ class _Beside:
     lane: object  # tests.processes.Lane
     threads: int  # torch's threads before the lane took a core
     modules: set  # the modules whose run_beside processes run in the lane
+    errors: dict = dataclasses.field(default_factory=dict)  # module -> what its run_beside raised
 
     def restore_threads(self) -> None:
         """All the lane's processes have ended: its core is the tests' again."""
@@ -239,6 +245,8 @@ def beside(request: pytest.FixtureRequest):
     ``run_beside(folder)[name]``, run beside the tests (above)."""
     config, module = request.config, request.module
     state = config.stash.get(_LANE_KEY, None)
+    if state is not None and module.__name__ in state.errors:
+        pytest.fail(f"{module.__name__}.run_beside raised {state.errors[module.__name__]!r}")
     if state is not None and module.__name__ in state.modules:
         return lambda name: _from_the_lane(config, f"{module.__name__}:{name}")
     started = config.stash.setdefault(_STARTED_KEY, {})

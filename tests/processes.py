@@ -86,8 +86,8 @@ class Lane:
 
     def __init__(self) -> None:
         self._jobs: dict[str, tuple[list[str], dict]] = {}
-        self._done: dict[str, subprocess.CompletedProcess] = {}
-        self._ended = {}  # name -> threading.Event
+        self._done: dict[str, subprocess.CompletedProcess | Exception] = {}
+        self._ended: dict[str, threading.Event] = {}
         self._queue: list[str] = []
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -114,7 +114,10 @@ class Lane:
     def result(self, name: str, timeout: float = 1800) -> subprocess.CompletedProcess:
         if not self._ended[name].wait(timeout):
             raise TimeoutError(f"{name}: not done within {timeout} s (it waits for the lane's earlier processes)")
-        return self._done[name]
+        done = self._done[name]
+        if isinstance(done, Exception):
+            raise RuntimeError(f"{name}: could not be started: {done!r}") from done
+        return done
 
     def _work(self) -> None:
         while True:
@@ -125,8 +128,13 @@ class Lane:
                     return
                 name = self._queue.pop(0)
                 argv, kwargs = self._jobs[name]
-                self._running = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                                 **kwargs)
+                try:
+                    self._running = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                     text=True, **kwargs)
+                except (OSError, ValueError) as exc:  # no such program or folder: that job's error
+                    self._done[name] = exc
+                    self._ended[name].set()
+                    continue
             out, err = self._running.communicate()
             self._done[name] = subprocess.CompletedProcess(argv, self._running.returncode, out, err)
             self._ended[name].set()

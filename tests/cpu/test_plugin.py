@@ -70,6 +70,18 @@ def test_the_lane_runs_its_processes_one_after_another_in_order(tmp_path):
         lane.close()
 
 
+def test_a_process_that_cannot_start_fails_its_reader_and_the_lane_goes_on(tmp_path):
+    lane = Lane()
+    try:
+        lane.submit("nowhere", python_code("pass"), cwd=tmp_path / "no such folder")
+        lane.submit("after", python_code("print('ran')"))
+        with pytest.raises(RuntimeError, match="nowhere: could not be started"):
+            lane.result("nowhere", timeout=60)
+        assert lane.result("after", timeout=60).stdout.strip() == "ran"
+    finally:
+        lane.close()
+
+
 def test_closing_the_lane_stops_the_running_process(tmp_path):
     pid_file = tmp_path / "pid"
     lane = Lane()
