@@ -483,13 +483,19 @@ def _homogeneous_report(impl: Implementation, fmt: Fp8Format, inputs: str, x: to
         abs_codes = _encode(x.abs(), fmt, False)
         if a_lo == 0 or not bool((~_is_nan_code(abs_codes, fmt) & (abs_codes != 0)).all()):
             return None  # -0.0, or negatives whose abs cannot tell the words apart: the full check
-        for word, fits in (("negative->nan", lambda: _is_nan_code(got, fmt).all()),
-                           ("negative->min", lambda: (got == 0).all()),
-                           ("negative->abs", lambda: _codes_equal(got, abs_codes, fmt).all())):
-            if bool(fits()):
-                counts["no_encoding"] = n
-                return CastReport(counts=counts, **{**base, "no_encoding": word})
-        return None
+        # the words are exclusive here (the abs codes are neither NaN nor zero), so the first
+        # code names the only one that can fit the chunk
+        first = int(got[0])
+        if first < fmt.n_codes and fmt.is_nan_code(first):
+            word, fits = "negative->nan", bool(_is_nan_code(got, fmt).all())
+        elif first == 0:
+            word, fits = "negative->min", bool((got == 0).all())
+        else:
+            word, fits = "negative->abs", _same_codes(got, abs_codes)
+        if not fits:
+            return None
+        counts["no_encoding"] = n
+        return CastReport(counts=counts, **{**base, "no_encoding": word})
     threshold = overflow_threshold(fmt)
     if a_hi < threshold:  # all in range: one codec pass, equal or not
         if not _same_codes(got, _encode(x, fmt, False)):

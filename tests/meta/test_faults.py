@@ -19,7 +19,7 @@ import torch
 from fp8ref.codec import decode, encode
 from fp8ref.conformance import Implementation, all_16bit_inputs, check_cast, sweep_float32
 from fp8ref.delayed import DelayedScaling
-from fp8ref.formats import E4M3FN, E5M2
+from fp8ref.formats import E4M3FN, E5M2, E8M0FNU
 from fp8ref.recipes import RECIPES
 from fp8ref.scaling import EPS, amax, axiswise, compute_scale, round_down_to_pow2, tensorwise
 from tests import scaled_mm_checks
@@ -95,6 +95,31 @@ def test_a_cast_fault_fails_the_sweeps_one_class_chunk(chunk):
     broken = Implementation(f"broken ({fault})", "-", lambda x: CAST_FAULTS[fault](x, E4M3FN))
     report = sweep_float32(broken, E4M3FN, start, 1 << 20)
     assert not report.ok and f"chunk starting at 0x{start:08x}" in report.failure_message(), chunk
+
+
+# E8M0 has no sign: a negative chunk's codes must all follow one of the words an implementation
+# may choose (NaN, the smallest code, the code of |x|); the shortcut picks the word by the first code
+NO_ENCODING_WORDS = {
+    "nan": lambda x: torch.full(x.shape, 0xFF, dtype=torch.uint8),
+    "min": lambda x: torch.zeros(x.shape, dtype=torch.uint8),
+    "abs": lambda x: encode(x.abs(), E8M0FNU),
+}
+
+
+@pytest.mark.parametrize("word", list(NO_ENCODING_WORDS))
+def test_the_sweeps_negative_e8m0_chunk_names_the_word_and_catches_a_mixture(word):
+    start = 0xBF800000  # -1.0 and the next 2^20 patterns down
+    right = Implementation(f"negative->{word}", "-", NO_ENCODING_WORDS[word])
+    report = sweep_float32(right, E8M0FNU, start, 1 << 20)
+    assert report.ok and report.no_encoding == f"negative->{word}", report.failure_message()
+
+    def mixed(x):  # this word, but the last input answered as another word would
+        codes = NO_ENCODING_WORDS[word](x)
+        codes[-1] = NO_ENCODING_WORDS["min" if word == "nan" else "nan"](x[-1:])[0]
+        return codes
+
+    broken = Implementation(f"negative->{word}, one input otherwise", "-", mixed)
+    assert not sweep_float32(broken, E8M0FNU, start, 1 << 20).ok
 
 
 # --- scales, through tests/conformance_checks.scale_mismatch -----------------------------------
