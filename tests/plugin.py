@@ -254,10 +254,8 @@ def beside(request: pytest.FixtureRequest):
         from tests.processes import Started
 
         folder = request.getfixturevalue("tmp_path_factory").mktemp(module.__name__.rsplit(".", 1)[-1])
-        started[module.__name__] = {name: Started({name: argv}, **kwargs)
-                                    for name, (argv, kwargs) in _module_processes(module, folder).items()}
-    runs = started[module.__name__]
-    return lambda name: runs[name].result(name)
+        started[module.__name__] = Started(_module_processes(module, folder))
+    return started[module.__name__].result
 
 
 @pytest.fixture(scope="session")
@@ -336,9 +334,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = config.stash.get(_LANE_KEY, None)
     if state is not None:  # what still runs when a run ends early (-x, a failed fixture)
         state.lane.close()
-    for runs in config.stash.get(_STARTED_KEY, {}).values():
-        for started in runs.values():
-            started.close()
+    for started in config.stash.get(_STARTED_KEY, {}).values():
+        started.close()
     if hasattr(config, "workerinput"):  # an xdist worker
         config.workeroutput[_WORKER_KEY] = json.dumps({
             "observed": config.stash[_OBSERVED_KEY],

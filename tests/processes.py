@@ -55,20 +55,25 @@ def main_each_report(done: subprocess.CompletedProcess) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-class Started:
-    """``calls`` (name -> argv) running side by side; ``result(name)`` waits for one."""
+def _spawn(argv: list[str], kwargs: dict) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
-    def __init__(self, calls: dict[str, list[str]], **popen_kwargs) -> None:
-        self._procs = {name: subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                              **popen_kwargs)
-                       for name, argv in calls.items()}
+
+def _completed(proc: subprocess.Popen, timeout: float | None = None) -> subprocess.CompletedProcess:
+    out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+class Started:
+    """``calls`` (name -> (argv, Popen keywords)) running side by side; ``result(name)`` waits for one."""
+
+    def __init__(self, calls: dict[str, tuple[list[str], dict]]) -> None:
+        self._procs = {name: _spawn(argv, kwargs) for name, (argv, kwargs) in calls.items()}
         self._done: dict[str, subprocess.CompletedProcess] = {}
 
     def result(self, name: str, timeout: float = 300) -> subprocess.CompletedProcess:
         if name not in self._done:
-            proc = self._procs[name]
-            out, err = proc.communicate(timeout=timeout)
-            self._done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+            self._done[name] = _completed(self._procs[name], timeout)
         return self._done[name]
 
     def close(self) -> None:
@@ -129,14 +134,12 @@ class Lane:
                 name = self._queue.pop(0)
                 argv, kwargs = self._jobs[name]
                 try:
-                    self._running = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                                     text=True, **kwargs)
+                    self._running = _spawn(argv, kwargs)
                 except (OSError, ValueError) as exc:  # no such program or folder: that job's error
                     self._done[name] = exc
                     self._ended[name].set()
                     continue
-            out, err = self._running.communicate()
-            self._done[name] = subprocess.CompletedProcess(argv, self._running.returncode, out, err)
+            self._done[name] = _completed(self._running)
             self._ended[name].set()
 
     def close(self) -> None:
