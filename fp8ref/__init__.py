@@ -1,45 +1,42 @@
 """fp8ref: a reference for FP8 training numerics, built from the format definitions.
 
-The package imports nothing from pytest. ``formats`` and ``codec`` are the ground the test suite
-holds torch, ml_dtypes and torchao against; ``conformance`` is the harness that compares them.
-Names are loaded on first use, so ``python -m fp8ref diff`` (which reads JSON only) does not pay
-for importing torch.
+The package imports nothing from pytest. It has three layers, one folder each, and each imports
+only from the ones above it in this list (``tests/cpu/test_layers.py`` checks it):
+
+- ``fp8ref.reference``: the formats from their bits, the codec, scales, quantization, recipes,
+  delayed scaling, emulated GEMMs and linears, metrics. torch and the standard library only; it
+  never calls what it checks (a native float8 cast, ``torch._scaled_mm``, torchao).
+- ``fp8ref.harness``: the install under test, its capability probes and refusals, the casts and
+  GEMMs under test and their comparison with the reference, the behaviour profile, benchmarks.
+- ``fp8ref.finetune`` and ``python -m fp8ref``: the application (bf16 vs FP8 training, the CLI).
+
+The names below are loaded on first use, so ``python -m fp8ref diff`` (which reads JSON only)
+does not pay for importing torch.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Callable
 
 __version__ = "0.1.0"
 
-_HOMES = {"decode": "codec", "encode": "codec", "round_to_format": "codec",
-          **{name: "formats" for name in ("E4M3FN", "E4M3FNUZ", "E5M2", "E5M2FNUZ", "E8M0FNU", "FORMATS",
-                                           "FP8_FORMATS", "Fp8Format", "NanRule", "get_format")}}
+# public name -> the module that defines it (the one table: __all__ is made from it)
+_HOMES = {
+    **dict.fromkeys(("decode", "encode", "round_to_format"), "reference.codec"),
+    **dict.fromkeys(("E4M3FN", "E4M3FNUZ", "E5M2", "E5M2FNUZ", "E8M0FNU", "FORMATS", "FloatFormat", "NanRule",
+                     "get_format", "select"), "reference.formats"),
+}
 
-__all__ = [
-    "Fp8Format",
-    "NanRule",
-    "E4M3FN",
-    "E5M2",
-    "E4M3FNUZ",
-    "E5M2FNUZ",
-    "E8M0FNU",
-    "FORMATS",
-    "FP8_FORMATS",
-    "get_format",
-    "encode",
-    "decode",
-    "round_to_format",
-    "__version__",
-]
+__all__ = [*_HOMES, "__version__"]
 
 
-def lazy_names(package: str, homes: dict[str, str]):
+def lazy_names(package: str, homes: dict[str, str]) -> tuple[Callable[[str], object], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package`` (PEP 562): each name in ``homes`` (name ->
     submodule) is imported from its submodule on first use."""
 
-    def getattr_(name: str):
+    def getattr_(name: str) -> object:
         if name not in homes:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         return getattr(importlib.import_module(f".{homes[name]}", package), name)

@@ -17,10 +17,10 @@ _IMPORT_NOISE = ("torchao", "torch.utils._pytree")
 
 
 def _cmd_formats(args: argparse.Namespace) -> int:
-    from .formats import KNOWN_FORMATS, formats_table
+    from .reference.formats import FORMATS, formats_table
 
     if args.json:
-        print(json.dumps([f.describe() for f in KNOWN_FORMATS.values()], indent=2))
+        print(json.dumps([f.describe() for f in FORMATS.values()], indent=2))
     else:
         print(formats_table())
     return 0
@@ -33,7 +33,7 @@ class UsageError(Exception):
 
 def _check_device(device: str) -> str:
     """A device this machine has (``install.device_kind``'s checks), as a usage error if not."""
-    from .install import device_kind
+    from .harness.install import device_kind
 
     try:
         device_kind(device)
@@ -43,7 +43,7 @@ def _check_device(device: str) -> str:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from .profile import collect, save
+    from .harness.profile import collect, save
 
     _check_device(args.device)
     profile = collect(args.device, torchao=not args.no_torchao)
@@ -56,7 +56,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from .profile_file import ProfileError, diff, load, who
+    from .harness.profile_file import ProfileError, diff, load, who
 
     try:
         a, b = load(args.a), load(args.b)
@@ -77,7 +77,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import codec_throughput
+    from .harness.bench import codec_throughput
 
     _check_device(args.device)
     if args.n < 1 or args.repeat < 1:
@@ -126,7 +126,7 @@ class _Bars:
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from .finetune import FinetuneConfig, ResourceUnavailable, compare, plot_losses, save_results, summary_lines
-    from .install import MissingPackage
+    from .harness.install import MissingPackage
 
     if args.device is None:
         import torch

@@ -1,6 +1,6 @@
 """Conformance checks shared by the suite's tests and by tests/meta, which runs deliberately broken
 implementations through them: each returns None when the implementation conforms and a readable
-line when it does not. (Cast conformance is ``fp8ref.conformance.check_cast``; _scaled_mm's is
+line when it does not. (Cast conformance is ``fp8ref.harness.conformance.check_cast``; _scaled_mm's is
 ``tests/scaled_mm_checks.excess``.)"""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import torch
 
-from fp8ref.delayed import AmaxAlgo, te_scale
-from fp8ref.formats import Fp8Format
-from fp8ref.recipes import RECIPES
-from fp8ref.scaling import Granularity, amax, compute_scale
+from fp8ref.reference.delayed import AmaxAlgo, te_scale
+from fp8ref.reference.formats import FloatFormat
+from fp8ref.reference.recipes import RECIPES
+from fp8ref.reference.scaling import Granularity, amax, compute_scale
 
 
 def scale_inputs(dtype: torch.dtype) -> torch.Tensor:
@@ -25,7 +25,7 @@ def scale_inputs(dtype: torch.dtype) -> torch.Tensor:
     return x.to(dtype)
 
 
-def scale_mismatch(scale_fn: Callable, x: torch.Tensor, fmt: Fp8Format, g: Granularity, pow2: bool) -> str | None:
+def scale_mismatch(scale_fn: Callable, x: torch.Tensor, fmt: FloatFormat, g: Granularity, pow2: bool) -> str | None:
     """``scale_fn(x, fmt, g, pow2)`` against fp8ref's ``compute_scale``, bitwise."""
     theirs = scale_fn(x, fmt, g, pow2)
     ours = compute_scale(x, fmt, g, pow2=pow2)
@@ -50,7 +50,7 @@ def recipe_table_diffs(table_fn: Callable[[str], dict], names: tuple[str, ...]) 
     return diffs
 
 
-def delayed_mismatch(make: Callable[[], object], amaxes: list[float], fmt: Fp8Format, history_len: int,
+def delayed_mismatch(make: Callable[[], object], amaxes: list[float], fmt: FloatFormat, history_len: int,
                      algo: AmaxAlgo | str, margin: int = 0) -> str | None:
     """A delayed-scaling implementation (``make()`` returns an object with ``update(amax)`` and
     ``scale``) fed ``amaxes`` one step at a time, against an oracle computed here from the

@@ -12,9 +12,10 @@ import dataclasses
 import pytest
 import torch
 
-from fp8ref import install
-from fp8ref.emulate import Fp8Linear
-from fp8ref.gemm_probes import half_ulp
+from fp8ref.harness import probes
+from fp8ref.harness.gemm_probes import half_ulp
+from fp8ref.reference.emulate import Fp8Linear
+from fp8ref.reference.recipes import TORCHAO_RECIPES
 
 U_BF16 = half_ulp(torch.bfloat16)  # 2^-8, relative
 
@@ -48,14 +49,14 @@ def fwd_bwd(module: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> dict[s
             "grad_bias": None if lin.bias is None else lin.bias.grad}
 
 
-@pytest.mark.parametrize("recipe", install.TORCHAO_RECIPES)
+@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
 def test_compiled_float8linear_forward_and_backward_match_eager(recipe, linear_device, skip_unless):
     """Guards: a codegen change that makes compiled float8 training produce NaN/Inf or other
     numbers while eager is fine. Compiled and eager cast the same values (the casts are compared
     bitwise elsewhere); inductor may fuse and reorder the GEMMs' surroundings, so each output is
     held to |compiled - eager| <= 2u|eager| + 2(K+3)2^-24 m, with u half a bfloat16 ulp and m the
     magnitude sum of the GEMM's high-precision operands (x 1.1 for their FP8 rounding)."""
-    skip_unless(install.torchao_recipe(recipe, linear_device), f"torchao's {recipe} Float8Linear on {linear_device}")
+    skip_unless(probes.torchao_recipe(recipe, linear_device), f"torchao's {recipe} Float8Linear on {linear_device}")
     lin, x, g = _problem(linear_device)
     m = torchao_convert(lin, recipe)
     eager = fwd_bwd(m, x, g)
@@ -73,7 +74,7 @@ def test_compiled_float8linear_forward_and_backward_match_eager(recipe, linear_d
             f"max excess {excess.max().item():.3e}")
 
 
-@pytest.mark.parametrize("recipe", install.TORCHAO_RECIPES)
+@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
 def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_device, skip_unless):
     """Guards: a cached FP8 weight (or its scale) that is not refreshed after the optimizer moves
     the weight: silent drift. After each SGD step, torchao's forward must equal fp8ref's emulated
@@ -81,7 +82,7 @@ def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_dev
     emulate=True both compute a float32 product of the same FP8 values: bitwise on the CPU; on a
     GPU the two matmuls may sum in other orders, so within 2u|y| + 2(K+3)2^-24 m (as above), far
     below what a stale weight scale would change."""
-    skip_unless(install.torchao_float8(), "torchao.float8")
+    skip_unless(probes.torchao_float8(), "torchao.float8")
     lin, x, g = _problem(linear_device, seed=5)
     m = torchao_convert(lin, recipe, emulate=True)
     opt = torch.optim.SGD(m.parameters(), lr=0.5)

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from fp8ref import fp4_gemm, nvfp4
-from fp8ref.formats import E2M1FN
-from fp8ref.gemm_probes import half_ulp, reference_bound
-from fp8ref.quantize import quantize
-from fp8ref.scaling import mx
+from fp8ref.harness import fp4_gemm
+from fp8ref.harness.gemm_probes import half_ulp, reference_bound
+from fp8ref.reference import nvfp4
+from fp8ref.reference.formats import E2M1FN
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.scaling import mx
 
 CASES = [("mxfp4", False), ("nvfp4", False), ("nvfp4", True)]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fp8ref import install
+from fp8ref.harness import install, probes
 
 ROOT = Path(__file__).resolve().parent.parent
 _FOLDER_MARKS = {("tests", "cpu"): [pytest.mark.cpu], ("tests", "gpu"): [pytest.mark.gpu],
@@ -87,7 +87,7 @@ def _gate_capability(item: pytest.Item) -> None:
 
 @pytest.fixture(scope="session")
 def skip_unless():
-    """``skip_unless(answer, what)``: skip this test when ``answer`` (from ``fp8ref.install``: None
+    """``skip_unless(answer, what)``: skip this test when ``answer`` (from ``fp8ref.harness.install``: None
     when the install can, else ``missing: ...`` / ``refused: ...``) says the install cannot do
     ``what``, naming the torch and torchao versions and the install's own words.
 
@@ -130,10 +130,10 @@ def gpu_device(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="session")
 def cpu_profile() -> dict:
-    """This install's behaviour profile on the CPU (``fp8ref.profile.collect("cpu")``), collected
+    """This install's behaviour profile on the CPU (``fp8ref.harness.profile.collect("cpu")``), collected
     once per run (per worker under pytest-xdist): the golden test and the profile tools' tests read
     it. Work on a ``copy.deepcopy`` to change it."""
-    from fp8ref.profile import collect
+    from fp8ref.harness.profile import collect
 
     return collect("cpu")
 
@@ -170,7 +170,7 @@ def _unmet_needs(item: pytest.Item, importing: bool = True) -> str | None:
         for pkg in mark.args:
             if not install.has_package(pkg):
                 return install.needs_package(pkg, "this test")
-            refusal = install.torchao_float8() if pkg == "torchao" and importing else None
+            refusal = probes.torchao_float8() if pkg == "torchao" and importing else None
             if refusal is not None:
                 return f"{install.versions_line()} cannot import torchao.float8: {refusal}"
     return None
@@ -269,7 +269,7 @@ def finetune_tiny(request: pytest.FixtureRequest, tmp_path_factory) -> dict:
             pytest.fail(f"the fine-tune comparison failed in its process:\n{done.stderr[-4000:]}")
         return json.loads(done.stdout)
     from fp8ref.finetune import FinetuneConfig, compare
-    from fp8ref.install import one_thread
+    from fp8ref.harness.install import one_thread
 
     def train() -> str:
         with one_thread():
@@ -350,7 +350,7 @@ def pytest_testnodedown(node, error) -> None:
     data = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
     if not data:
         return
-    from fp8ref.conformance import CastReport
+    from fp8ref.harness.conformance import CastReport
 
     sections = json.loads(data)
     config = node.config
@@ -375,7 +375,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
             terminalreporter.write_line(f"{r['name']}: {extra}")
     reports = config.stash.get(_REPORTS_KEY, [])
     if reports:
-        from fp8ref.conformance import summarize_reports
+        from fp8ref.harness.conformance import summarize_reports
 
         terminalreporter.section("FP8 cast conformance (observed on this install)")
         for line in summarize_reports(reports):

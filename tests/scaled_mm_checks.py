@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from fp8ref import install
-from fp8ref.formats import E4M3FN
-from fp8ref.gemm_probes import accumulator_bits, reference_bound, scale_result_rule
-from fp8ref.quantize import quantize
-from fp8ref.scaling import axiswise, tensorwise
+from fp8ref.harness import probes
+from fp8ref.harness.gemm_probes import accumulator_bits, reference_bound, scale_result_rule
+from fp8ref.reference.formats import E4M3FN
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.scaling import axiswise, tensorwise
 
 E4M3 = torch.float8_e4m3fn
 
@@ -116,7 +116,7 @@ OUT_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
 def _need(skip_unless, scaling, out_dtype, device):
-    skip_unless(install.scaled_mm(scaling, out_dtype, device), f"{scaling} torch._scaled_mm to {out_dtype} on {device}")
+    skip_unless(probes.scaled_mm_scaling(scaling, out_dtype, device), f"{scaling} torch._scaled_mm to {out_dtype} on {device}")
 
 
 def _shape(device: str) -> tuple[int, int, int]:

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
-from ..validate import instance, integer, positive_int
+from ..reference.validate import instance, integer, positive_int
 
 __all__ = ["GRAMMAR", "Grammar", "ByteTokenizer", "documents", "grammar_dataset", "pack"]
 

@@ -16,8 +16,8 @@ import math
 
 import torch
 
-from ..install import one_thread
-from ..validate import one_of
+from ..harness.install import one_thread
+from ..reference.validate import one_of
 
 __all__ = ["PERTURBATIONS", "perturbation"]
 

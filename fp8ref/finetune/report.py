@@ -6,8 +6,8 @@ import json
 import math
 from pathlib import Path
 
-from ..atomic import replacing, write_text
-from ..install import require
+from ..harness.atomic import replacing, write_text
+from ..harness.install import require
 from .presets import PARITY_Z
 
 __all__ = ["save_results", "summary_lines", "parity_line", "plot_losses"]

@@ -8,7 +8,7 @@ floor. ``model=`` / ``dataset=`` opt into a pretrained model (``AutoModelForCaus
 data (``datasets.load_dataset``); when they cannot be loaded, ``ResourceUnavailable`` says so.
 
 FP8 comes from torchao's ``convert_to_float8_training`` (recipes tensorwise, rowwise,
-rowwise_with_gw_hp) or from ``fp8ref.emulate.convert`` (the emulated reference, any fp8ref
+rowwise_with_gw_hp) or from ``fp8ref.reference.emulate.convert`` (the emulated reference, any fp8ref
 recipe), both behind fp8_parity.py's module filter (skip ``lm_head`` and Linears whose dims are not
 multiples of 16). Heavy imports (transformers, datasets, torchao, matplotlib) stay inside functions.
 """
@@ -19,225 +19,23 @@ import dataclasses
 import functools
 import gc
 import math
-import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import torch
 
-from ..emulate import default_module_filter
-from ..install import TORCHAO_RECIPES, package_version, require, versions
-from ..recipes import RECIPES
-from ..torchao_compat import require_torchao
-from ..validate import instance, one_of
-from .corpus import GRAMMAR, ByteTokenizer, grammar_dataset, pack
-from .presets import FP8_BUDGET, PARITY_Z, PRESETS
+from ..harness.install import package_version, versions
+from ..harness.torchao_compat import require_torchao
+from ..reference.emulate import default_module_filter
+from ..reference.validate import instance
+from .config import FinetuneConfig
+from .corpus import ByteTokenizer
+from .parity_rule import parity, tail_gap, tail_loss
+from .sources import batches, preset_model, pretrained_model, pretrained_tokenizer
 
-__all__ = ["FinetuneConfig", "ResourceUnavailable", "compare", "calibrate", "tail_gap", "parity", "nudge_weights",
-           "preset_model", "RESULTS_SCHEMA"]
+__all__ = ["compare", "calibrate", "nudge_weights", "convert_fp8", "RESULTS_SCHEMA"]
 
 RESULTS_SCHEMA = "fp8ref.finetune/2"  # 2: noise runs and the parity verdict
-BACKENDS = ("torchao", "fp8ref")
-WIKITEXT = ("Salesforce/wikitext", "wikitext-103-raw-v1")
-# local dataset files by suffix -> the datasets builder that reads them
-LOCAL_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
-
-
-class ResourceUnavailable(RuntimeError):
-    """An opt-in model or dataset could not be loaded (no network, no such path, ...)."""
-
-
-@dataclasses.dataclass
-class FinetuneConfig:
-    """One comparison. ``None`` fields take the preset's value (``lr``: 1e-5 with ``model``)."""
-
-    preset: str = "tiny"
-    model: str | None = None
-    dataset: str = "grammar"
-    recipe: str = "tensorwise"
-    backend: str = "torchao"
-    steps: int | None = None
-    seq_len: int | None = None
-    batch: int | None = None
-    lr: float | None = None
-    layers: int | None = None
-    warmup_steps: int | None = None
-    weight_decay: float = 0.1
-    max_grad_norm: float = 1.0
-    compile: bool = False
-    grad_checkpointing: bool = False
-    seed: int = 0
-    device: str = "cpu"
-    # bf16 runs besides the first, each from the same weights with one element of every weight
-    # matrix moved by one ulp: the run-to-run noise floor the FP8 gap is judged against
-    noise_runs: int = 2
-    # FP8's own allowance in the parity verdict (None: FP8_BUDGET of the preset; 0.01 for --model)
-    fp8_budget: float | None = None
-    # torchao backend: run the FP8 GEMMs as float32 matmuls of the cast values (Float8LinearConfig
-    # emulate=True; the casts and scales are torchao's own, bitwise) instead of torch._scaled_mm.
-    # None: emulate on CPU, where _scaled_mm either does the same in a fallback or, on CPUs with
-    # AMX, calls oneDNN's FP8 matmul, whose reference kernel runs ~700x slower than bf16.
-    emulate: bool | None = None
-
-    def resolved(self) -> FinetuneConfig:
-        """A validated copy with every ``None`` default filled in."""
-        one_of(self.preset, sorted(PRESETS), "preset")
-        one_of(self.backend, BACKENDS, "backend")
-        allowed = TORCHAO_RECIPES if self.backend == "torchao" else tuple(RECIPES)
-        if self.recipe not in allowed:
-            raise ValueError(f"recipe: the {self.backend} backend takes one of {allowed}, got {self.recipe!r}")
-        if self.dataset not in ("grammar", "wikitext"):
-            if not os.path.isfile(self.dataset):
-                raise ValueError(
-                    f"dataset: expected 'grammar', 'wikitext' or an existing local file, got {self.dataset!r}"
-                )
-            if Path(self.dataset).suffix not in LOCAL_BUILDERS:
-                raise ValueError(
-                    f"dataset: a local file must end in one of {sorted(LOCAL_BUILDERS)}, got {self.dataset!r}"
-                )
-        p = PRESETS[self.preset]
-        out = dataclasses.replace(
-            self,
-            steps=p.steps if self.steps is None else self.steps,
-            seq_len=p.seq_len if self.seq_len is None else self.seq_len,
-            batch=p.batch if self.batch is None else self.batch,
-            lr=(p.lr if self.model is None else 1e-5) if self.lr is None else self.lr,
-            layers=p.num_hidden_layers if self.layers is None else self.layers,
-        )
-        if out.fp8_budget is None:
-            out.fp8_budget = FP8_BUDGET.get(self.preset, 0.01) if self.model is None else 0.01
-        for name in ("steps", "seq_len", "batch", "layers", "seed", "noise_runs"):
-            v = getattr(out, name)
-            low = 0 if name in ("seed", "noise_runs") else 1
-            if not isinstance(v, int) or isinstance(v, bool) or v < low:
-                raise ValueError(f"{name}: expected an int >= {low}, got {v!r}")
-        if out.seq_len < 2:
-            raise ValueError(f"seq_len: expected at least 2 (a next-token loss needs two), got {out.seq_len}")
-        for name in ("lr", "weight_decay", "max_grad_norm", "fp8_budget"):
-            v = getattr(out, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0 \
-                    or (name == "lr" and v == 0):
-                raise ValueError(f"{name}: expected a finite number >= 0 (lr > 0), got {v!r}")
-        if out.warmup_steps is None:
-            out.warmup_steps = max(1, out.steps // 10)
-        elif not isinstance(out.warmup_steps, int) or out.warmup_steps < 0:
-            raise ValueError(f"warmup_steps: expected an int >= 0, got {out.warmup_steps!r}")
-        try:
-            dev = torch.device(out.device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"device: expected a torch device such as 'cpu' or 'cuda', got {out.device!r}") from exc
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device: {out.device!r} asked for, but torch.cuda.is_available() is False")
-        if out.emulate is None:
-            out.emulate = dev.type == "cpu"
-        elif not isinstance(out.emulate, bool):
-            raise ValueError(f"emulate: expected True, False or None, got {out.emulate!r}")
-        return out
-
-    @property
-    def throughput_warmup(self) -> int:
-        """Steps left out of tokens/s: compilation and allocator warm-up (fp8_parity.py used 10)."""
-        return min(10, max(1, self.steps // 5))
-
-
-# --- model and data -------------------------------------------------------------------------------
-
-def preset_model(cfg: FinetuneConfig, vocab_size: int) -> torch.nn.Module:
-    """The preset's Qwen3ForCausalLM in bf16, random init under ``cfg.seed``."""
-    require("transformers", "the fine-tune comparison")
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    p = PRESETS[cfg.preset]
-    config = Qwen3Config(
-        vocab_size=vocab_size, hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
-        num_hidden_layers=cfg.layers, num_attention_heads=p.num_attention_heads,
-        num_key_value_heads=p.num_key_value_heads, head_dim=p.head_dim,
-        max_position_embeddings=max(4096, cfg.seq_len), rope_theta=1_000_000.0, rms_norm_eps=1e-6,
-        tie_word_embeddings=True, use_cache=False, attn_implementation=p.attention,
-    )
-    torch.manual_seed(cfg.seed)
-    return Qwen3ForCausalLM(config).to(torch.bfloat16)
-
-
-def _looks_like_path(name: str) -> bool:
-    return name.startswith((".", "~")) or os.path.isabs(name)
-
-
-def _from_pretrained(name: str, load):
-    """``load(name)`` for a hub id or a local directory, any failure turned into ResourceUnavailable."""
-    if not isinstance(name, str) or not name:
-        raise TypeError(f"model: expected a hub id or a directory, got {name!r}")
-    path = os.path.expanduser(name)
-    if _looks_like_path(name) and not os.path.isdir(path):
-        raise ResourceUnavailable(f"--model {name!r}: no such directory")
-    try:
-        return load(path)
-    except Exception as exc:  # noqa: BLE001 - every loader failure gets the same clear message
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        raise ResourceUnavailable(
-            f"--model {name!r} could not be loaded ({type(exc).__name__}: {first}). If it is a hub id, this "
-            "machine may not reach the model hub (or HF_HUB_OFFLINE is set and it is not cached); pass a "
-            "local directory, or leave --model out to train the embedded preset."
-        ) from exc
-
-
-def pretrained_tokenizer(name: str):
-    require("transformers", "the fine-tune comparison")
-    from transformers import AutoTokenizer
-
-    tok = _from_pretrained(name, AutoTokenizer.from_pretrained)
-    if tok.eos_token_id is None:
-        raise ResourceUnavailable(f"--model {name!r}: its tokenizer has no eos_token_id to separate documents")
-    return tok
-
-
-def pretrained_model(name: str) -> torch.nn.Module:
-    """``AutoModelForCausalLM`` from a hub id or a local directory, in bf16."""
-    require("transformers", "the fine-tune comparison")
-    from transformers import AutoModelForCausalLM
-
-    return _from_pretrained(name, lambda path: AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16))
-
-
-def _texts(cfg: FinetuneConfig, n_tokens: int):
-    """``(texts, description, loss_floor)`` for the configured dataset."""
-    if cfg.dataset == "grammar":
-        # Byte-level: exactly n_tokens; a subword tokenizer needs more text for as many tokens.
-        ds = grammar_dataset(n_tokens if cfg.model is None else 8 * n_tokens, seed=cfg.seed)
-        floor = GRAMMAR.loss_floor() if cfg.model is None else None
-        return ds["text"], f"embedded grammar corpus (fp8ref.finetune.corpus, seed {cfg.seed})", floor
-    datasets = require("datasets", "the fine-tune comparison")
-    if cfg.dataset == "wikitext":
-        what = f"{WIKITEXT[0]} {WIKITEXT[1]} train"
-        loader = functools.partial(datasets.load_dataset, *WIKITEXT, split="train")
-    else:  # a local file, checked by FinetuneConfig.resolved
-        builder = LOCAL_BUILDERS[Path(cfg.dataset).suffix]
-        what = f"{cfg.dataset} ({builder})"
-        loader = functools.partial(datasets.load_dataset, builder, data_files=cfg.dataset, split="train")
-    try:
-        ds = loader()
-    except Exception as exc:  # noqa: BLE001 - every loader failure gets the same clear message
-        raise ResourceUnavailable(
-            f"--dataset {cfg.dataset!r} could not be loaded ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}). This machine may not reach the dataset hub "
-            "(or HF_DATASETS_OFFLINE is set and it is not cached); pass a local file, or leave --dataset "
-            "out to use the embedded grammar corpus."
-        ) from exc
-    if "text" not in ds.column_names:
-        raise ValueError(f"dataset: {what} has no 'text' column (columns: {ds.column_names})")
-    return (t for t in ds["text"] if t and t.strip()), what, None
-
-
-def _batches(cfg: FinetuneConfig, tokenizer) -> tuple[torch.Tensor, str, float | None]:
-    need = cfg.steps * cfg.batch * cfg.seq_len
-    texts, what, floor = _texts(cfg, need)
-    if isinstance(tokenizer, ByteTokenizer):
-        encode = tokenizer.encode
-    else:
-        def encode(text: str) -> list[int]:
-            return tokenizer(text, add_special_tokens=False)["input_ids"]
-    return pack(texts, encode, tokenizer.eos_token_id, cfg.steps, cfg.batch, cfg.seq_len), what, floor
 
 
 # --- FP8 conversion -------------------------------------------------------------------------------
@@ -256,7 +54,7 @@ def convert_fp8(model: torch.nn.Module, cfg: FinetuneConfig) -> dict:
         config = dataclasses.replace(Float8LinearConfig.from_recipe_name(cfg.recipe), emulate=bool(cfg.emulate))
         convert_to_float8_training(model, config=config, module_filter_fn=default_module_filter)
     else:
-        from ..emulate import convert
+        from ..reference.emulate import convert
 
         convert(model, cfg.recipe, module_filter_fn=default_module_filter)
     kept = set(_linears(model))
@@ -348,25 +146,6 @@ def _train(model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, l
     }
 
 
-def tail_gap(baseline: list, fp8: list, fraction: float = 0.1) -> tuple[int, float, float, float]:
-    """``(k, tail_baseline, tail_fp8, gap)``: the mean loss of each run's last ``k`` steps
-    (``fraction`` of them, at least one; fp8_parity.py's measure) and ``(fp8 - baseline) / baseline``."""
-    if len(baseline) != len(fp8) or not baseline:
-        raise ValueError(
-            f"baseline, fp8: expected two non-empty loss lists of one length, got {len(baseline)} and {len(fp8)}"
-        )
-    if not 0 < fraction <= 1:
-        raise ValueError(f"fraction: expected 0 < fraction <= 1, got {fraction}")
-    k = max(1, int(len(baseline) * fraction))
-    tails = []
-    for losses in (baseline, fp8):
-        tail = losses[-k:]
-        if any(x is None or not math.isfinite(x) for x in tail):
-            return k, math.nan, math.nan, math.nan  # a diverged run has no gap to report
-        tails.append(sum(tail) / k)
-    return k, tails[0], tails[1], (tails[1] - tails[0]) / tails[0]
-
-
 def nudge_weights(model: torch.nn.Module, which: int) -> int:
     """Move one element of every weight matrix (2-D parameter) by one ulp, in place: the smallest
     change to a run's arithmetic, from which the run-to-run noise floor is measured. ``which``
@@ -390,31 +169,6 @@ def nudge_weights(model: torch.nn.Module, which: int) -> int:
     return moved
 
 
-def parity(bf16_tails: list[float], fp8_tail: float, budget: float, z: float = PARITY_Z) -> dict:
-    """FP8's tail loss against the bf16 runs, with the run-to-run noise measured from them.
-
-    ``noise`` is the relative sample standard deviation of the bf16 tail losses (runs that differ
-    only by one-ulp nudges of the initial weights), scaled by sqrt(1 + 1/n) because the gap also
-    carries the error of the n-run bf16 mean. The gap is within bounds when
-    ``|fp8 / mean(bf16) - 1| <= budget + z * noise``: FP8 may cost ``budget``, and what the runs'
-    divergence can explain at ``z`` standard deviations is not counted against it. With one bf16
-    run there is no noise estimate and the bound is the budget alone."""
-    values = [x for x in bf16_tails if x is not None and math.isfinite(x)]
-    if len(values) != len(bf16_tails) or not values or fp8_tail is None or not math.isfinite(fp8_tail):
-        return {"baseline": None, "gap": math.nan, "noise": None, "z_score": None, "budget": budget,
-                "bound": None, "within": False, "bf16_runs": len(bf16_tails)}
-    n = len(values)
-    mean = sum(values) / n
-    noise = None
-    if n > 1:
-        spread = math.sqrt(sum((x - mean) ** 2 for x in values) / (n - 1)) / mean
-        noise = spread * math.sqrt(1 + 1 / n)
-    gap = fp8_tail / mean - 1
-    bound = budget + (z * noise if noise is not None else 0.0)
-    return {"baseline": mean, "gap": gap, "noise": noise, "z_score": gap / noise if noise else None,
-            "budget": budget, "bound": bound, "within": abs(gap) <= bound, "bf16_runs": n}
-
-
 def _prepare(cfg: FinetuneConfig) -> tuple:
     """``(build, source, batches, data description, loss floor)`` for a resolved config."""
     if cfg.model is None:
@@ -425,8 +179,8 @@ def _prepare(cfg: FinetuneConfig) -> tuple:
         tokenizer = pretrained_tokenizer(cfg.model)
         build = functools.partial(pretrained_model, cfg.model)
         source = cfg.model
-    batches, data_what, floor = _batches(cfg, tokenizer)
-    return build, source, batches, data_what, floor
+    packed, data_what, floor = batches(cfg, tokenizer)
+    return build, source, packed, data_what, floor
 
 
 def _run(cfg: FinetuneConfig, build, batches: torch.Tensor, label: str, nudge: int, fp8: bool,
@@ -448,11 +202,6 @@ def _run(cfg: FinetuneConfig, build, batches: torch.Tensor, label: str, nudge: i
     return run, info, n_params
 
 
-def _tail(losses: list) -> float:
-    """The mean loss of the last tenth of the steps (NaN when the run diverged there)."""
-    return tail_gap(losses, losses)[1]
-
-
 def compare(cfg: FinetuneConfig, progress: Progress | None = None) -> dict:
     """Train bf16, then FP8, from the same weights on the same batches, then ``noise_runs`` more
     bf16 runs from one-ulp-nudged weights; the results document, with the parity verdict."""
@@ -466,7 +215,7 @@ def compare(cfg: FinetuneConfig, progress: Progress | None = None) -> dict:
         fp8_info = info or fp8_info
     k, tail_b, tail_f, gap = tail_gap(runs["bf16"]["losses"], runs["fp8"]["losses"])
     for run in runs.values():
-        run["tail_loss"] = _tail(run["losses"])
+        run["tail_loss"] = tail_loss(run["losses"])
     bf16_labels = ["bf16"] + [label for label, _ in plan[2:]]
     verdict = parity([runs[label]["tail_loss"] for label in bf16_labels], tail_f, cfg.fp8_budget)
     tps_b, tps_f = runs["bf16"]["tokens_per_s"], runs["fp8"]["tokens_per_s"]
@@ -497,7 +246,7 @@ def calibrate(cfg: FinetuneConfig, runs: int, progress: Progress | None = None) 
     build, _, batches, _, _ = _prepare(cfg)
     out: dict = {}
     for label, fp8 in (("bf16", False), ("fp8", True)):
-        tails = [_tail(_run(cfg, build, batches, f"{label}~{k}", k, fp8, progress)[0]["losses"])
+        tails = [tail_loss(_run(cfg, build, batches, f"{label}~{k}", k, fp8, progress)[0]["losses"])
                  for k in range(runs)]
         mean = sum(tails) / runs
         spread = math.sqrt(sum((x - mean) ** 2 for x in tails) / (runs - 1)) / mean

@@ -1,4 +1,4 @@
-"""One chunk of the 2^32 float32 sweep (2^20 consecutive patterns, ``conformance.sweep_float32``)
+"""One chunk of the 2^32 float32 sweep (2^20 consecutive patterns, ``sweep.sweep_float32``)
 against torch's native cast of the same patterns alone, the sweep's floor (pytest-benchmark). Run
 with ``pytest -m benchmark tests/bench``; nothing here asserts a speed. extra_info holds the
 native time and the chunk's cost as a multiple of it, measured in the same run."""
@@ -6,9 +6,10 @@ native time and the chunk's cost as a multiple of it, measured in the same run."
 import pytest
 import torch
 
-from fp8ref.bench import best_time
-from fp8ref.conformance import sweep_float32, torch_cast
-from fp8ref.formats import E4M3FN, E5M2
+from fp8ref.harness.bench import best_time
+from fp8ref.harness.implementations import torch_cast
+from fp8ref.harness.sweep import sweep_float32
+from fp8ref.reference.formats import E4M3FN, E5M2
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.needs("pytest_benchmark")]
 

@@ -7,10 +7,10 @@ tests/cpu/test_profile.py, the command line's errors in tests/cpu/test_cli_exit_
 import pytest
 import torch
 
-from fp8ref import codec, delayed, emulate, metrics, nvfp4, recipes, scaling
-from fp8ref import quantize as q
-from fp8ref.formats import E4M3FN, get_format
-from fp8ref.scaling import axiswise, block, mx, tensorwise, tile
+from fp8ref.reference import codec, delayed, emulate, metrics, nvfp4, recipes, scaling
+from fp8ref.reference import quantize as q
+from fp8ref.reference.formats import E4M3FN, get_format
+from fp8ref.reference.scaling import axiswise, block, mx, tensorwise, tile
 
 ERRORS = {
     # wrong dtypes and kinds
@@ -23,7 +23,7 @@ ERRORS = {
                        r"x: expected a floating-point tensor"),
     "ulp_distance of floats": (lambda: metrics.ulp_distance(torch.ones(3), torch.ones(3), "e4m3fn"), TypeError,
                                r"a: expected dtype"),
-    "dequantize a tensor": (lambda: q.dequantize(torch.ones(3)), TypeError, r"q: expected an Fp8Data"),
+    "dequantize a tensor": (lambda: q.dequantize(torch.ones(3)), TypeError, r"q: expected an Quantized"),
     "granularity as a string": (lambda: q.quantize(torch.ones(2, 3), "e4m3fn", "rowwise"), TypeError,
                                 r"granularity: expected a Granularity"),
     "Fp8Linear from a Conv1d": (lambda: emulate.Fp8Linear.from_linear(torch.nn.Conv1d(2, 2, 1)), TypeError,
@@ -31,7 +31,7 @@ ERRORS = {
     "delayed amax as a list": (lambda: delayed.DelayedScaling().update([1.0]), TypeError, r"amax: expected"),
     # unknown names
     "format name": (lambda: codec.encode(torch.ones(3), "e4m3"), ValueError, r"fmt: expected one of"),
-    "format as an int": (lambda: get_format(8), TypeError, r"fmt: expected an Fp8Format or a format name"),
+    "format as an int": (lambda: get_format(8), TypeError, r"fmt: expected a FloatFormat or a format name"),
     "format None": (lambda: get_format(None), TypeError, r"fmt: expected"),
     "recipe name": (lambda: recipes.get_recipe("fp8"), ValueError, r"recipe: expected one of"),
     "recipe name in fp8_linear": (lambda: emulate.fp8_linear(torch.ones(2, 16), torch.ones(4, 16), recipe="x"),

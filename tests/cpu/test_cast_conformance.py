@@ -10,18 +10,13 @@ such input is checked against the codec in that mode, and the mode is printed in
 import pytest
 import torch
 
-from fp8ref import install
-from fp8ref.codec import decode, encode
-from fp8ref.conformance import (
-    all_16bit_inputs,
-    check_cast,
-    float32_structured_inputs,
-    merge_reports,
-    ml_dtypes_cast,
-    sweep_float32,
-    torch_cast,
-)
-from fp8ref.formats import FORMATS
+from fp8ref.harness import probes
+from fp8ref.harness.cast_inputs import all_16bit_inputs, float32_structured_inputs
+from fp8ref.harness.conformance import check_cast, merge_reports
+from fp8ref.harness.implementations import ml_dtypes_cast, torch_cast
+from fp8ref.harness.sweep import sweep_float32
+from fp8ref.reference.codec import decode, encode
+from fp8ref.reference.formats import select
 from tests.params import ALL_FORMATS
 
 
@@ -29,7 +24,7 @@ def _impl(name, fmt, skip_unless):
     if name == "ml_dtypes":
         impl = ml_dtypes_cast(fmt)
     else:
-        skip_unless(install.torch_dtype(fmt), f"casts to {fmt.name}")
+        skip_unless(probes.torch_dtype(fmt), f"casts to {fmt.name}")
         impl = torch_cast(fmt, "cpu")
     if impl is None:
         pytest.skip(f"{name} has no {fmt.name} on this install")
@@ -38,7 +33,7 @@ def _impl(name, fmt, skip_unless):
 
 IMPLS = ["torch", "ml_dtypes"]
 CASES = [pytest.param(f, i, id=f"{f.name}-{i}", marks=[pytest.mark.needs("ml_dtypes")] if i == "ml_dtypes" else [])
-         for f in FORMATS.values() for i in IMPLS]
+         for f in select(has_torch_dtype=True) for i in IMPLS]
 
 
 @pytest.mark.exhaustive
@@ -59,7 +54,7 @@ def test_all_256_codes_decode_like_the_codec(fmt, impl_name, skip_unless):
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     want = decode(codes, fmt)
     if impl_name == "torch":
-        skip_unless(install.torch_dtype(fmt), f"decodes {fmt.name}")
+        skip_unless(probes.torch_dtype(fmt), f"decodes {fmt.name}")
         got = codes.view(fmt.torch_dtype()).float()
         who = f"torch {torch.__version__}"
     else:
@@ -132,7 +127,7 @@ SWEEP_PARTS = 16  # 2^28 patterns each: xdist (or its remote workers) can spread
 @pytest.mark.parametrize("part", range(SWEEP_PARTS), ids=lambda p: f"part{p:02d}")
 @pytest.mark.parametrize("fmt,impl_name", CASES)
 def test_all_2pow32_float32_patterns_cast_like_the_codec(fmt, impl_name, part, record_cast_report, skip_unless):
-    """Every float32 bit pattern, in 16 parts of 2^28 and chunks of 2^20 (``conformance.sweep_float32``:
+    """Every float32 bit pattern, in 16 parts of 2^28 and chunks of 2^20 (``sweep.sweep_float32``:
     a chunk of one input class costs one codec pass and one comparison beyond the cast; a mixed
     chunk gets the full check). The end-of-run summary adds the parts up to 2^32 per case."""
     impl = _impl(impl_name, fmt, skip_unless)

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 
 from fp8ref.__main__ import main
-from fp8ref.bench import best_time, codec_throughput
-from fp8ref.formats import KNOWN_FORMATS
+from fp8ref.harness.bench import best_time, codec_throughput
+from fp8ref.reference.formats import FORMATS
 from tests.processes import fp8ref_main_each, main_each_report
 
 _GOLDEN = str(Path(__file__).resolve().parents[1] / "golden" / "cpu.json")
@@ -38,7 +38,7 @@ def fresh(beside):
 def test_formats_table_lists_every_format(capsys):
     assert main(["formats"]) == 0
     out = capsys.readouterr().out
-    for name, fmt in KNOWN_FORMATS.items():
+    for name, fmt in FORMATS.items():
         line = next(row for row in out.splitlines() if row.startswith(name + " "))
         assert repr(fmt.max) in line
 
@@ -46,8 +46,8 @@ def test_formats_table_lists_every_format(capsys):
 def test_formats_json_round_trips(capsys):
     assert main(["formats", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["name"] for r in rows] == list(KNOWN_FORMATS)
-    assert rows[0] == KNOWN_FORMATS["e4m3fn"].describe()
+    assert [r["name"] for r in rows] == list(FORMATS)
+    assert rows[0] == FORMATS["e4m3fn"].describe()
 
 
 def test_bench_codec_reports_a_ratio_per_format(capsys):
@@ -80,7 +80,7 @@ def test_bench_rejects_bad_arguments(call, match):
 
 
 def test_peak_table_matches_exact_device_models_only():
-    from fp8ref.bench import gemm_tflops, peak_tflops
+    from fp8ref.harness.bench import gemm_tflops, peak_tflops
 
     assert peak_tflops("NVIDIA H100 PCIe")["bf16"] == 756.0
     assert peak_tflops("NVIDIA H100 80GB HBM3") == {"bf16": 989.0, "fp8": 1979.0}
@@ -95,7 +95,7 @@ def test_peak_table_matches_exact_device_models_only():
 
 
 def test_scaled_mm_vs_bf16_reports_both_and_their_ratio_on_cpu():
-    from fp8ref.bench import scaled_mm_vs_bf16
+    from fp8ref.harness.bench import scaled_mm_vs_bf16
 
     row = scaled_mm_vs_bf16(32, 64, 48, device="cpu", repeat=1)
     assert row["fp8_over_bf16"] == pytest.approx(row["fp8_tflops"] / row["bf16_tflops"])

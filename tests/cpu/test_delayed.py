@@ -6,11 +6,11 @@ import math
 import pytest
 import torch
 
-from fp8ref.delayed import DelayedScaling, Fp8State, TensorMeta, te_scale
-from fp8ref.emulate import fp8_autocast, fp8_linear
-from fp8ref.formats import E4M3FN, E5M2
-from fp8ref.quantize import quantize_with_scale
-from fp8ref.scaling import amax_to_scale
+from fp8ref.reference.delayed import DelayedScaling, Fp8State, TensorMeta, te_scale
+from fp8ref.reference.emulate import fp8_autocast, fp8_linear
+from fp8ref.reference.formats import E4M3FN, E5M2
+from fp8ref.reference.quantize import quantize_with_scale
+from fp8ref.reference.scaling import amax_to_scale
 from tests.conformance_checks import delayed_mismatch
 
 T = torch.tensor
@@ -134,7 +134,7 @@ def test_autocast_backward_updates_gradient_scales_and_matches_grad_shapes():
 def test_fp8_linear_matches_hand_quantized_reference():
     gen = torch.Generator().manual_seed(3)
     x, w, b = torch.randn(6, 32, generator=gen), torch.randn(16, 32, generator=gen), torch.randn(16, generator=gen)
-    from fp8ref.quantize import quantize
+    from fp8ref.reference.quantize import quantize
 
     xd = quantize(x, E4M3FN).dequantize()
     wd = quantize(w, E4M3FN).dequantize()
@@ -160,7 +160,7 @@ def test_bad_delayed_arguments():
 
 
 def test_fp8_linear_backward_quantizes_the_output_gradient_to_e5m2():
-    from fp8ref.quantize import quantize
+    from fp8ref.reference.quantize import quantize
 
     gen = torch.Generator().manual_seed(4)
     x = torch.randn(3, 6, 32, generator=gen).requires_grad_()

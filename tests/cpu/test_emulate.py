@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from fp8ref.emulate import Fp8Linear, cast_operand, convert, fp8_linear
-from fp8ref.formats import E4M3FN
-from fp8ref.metrics import calc_diff, sqnr
-from fp8ref.recipes import FP4_RECIPES, RECIPES, GemmRecipe, OperandCast, get_recipe
-from fp8ref.scaling import tile
+from fp8ref.reference.emulate import Fp8Linear, cast_operand, convert, fp8_linear
+from fp8ref.reference.formats import E4M3FN
+from fp8ref.reference.metrics import calc_diff, sqnr
+from fp8ref.reference.recipes import FP4_RECIPES, RECIPES, GemmRecipe, OperandCast, get_recipe
+from fp8ref.reference.scaling import tile
 
 
 def _data(seed=0, M=256, K=256, N=128):

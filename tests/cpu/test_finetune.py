@@ -24,7 +24,7 @@ from fp8ref.finetune import (
     tail_gap,
 )
 from fp8ref.finetune.corpus import GRAMMAR
-from fp8ref.install import TORCHAO_RECIPES
+from fp8ref.reference.recipes import TORCHAO_RECIPES
 from tests.processes import fp8ref_main_each, main_each_report
 
 pytestmark = pytest.mark.needs("transformers", "datasets")
@@ -86,7 +86,7 @@ def _fp8_parity_under(tiny, name: str) -> dict:
     """FP8 trained again under a perturbation from ``fp8ref.faults``, judged against the fixture's
     three bf16 runs (the perturbations change only torchao's FP8 path)."""
     from fp8ref.finetune.faults import perturbation
-    from fp8ref.install import one_thread
+    from fp8ref.harness.install import one_thread
 
     with perturbation(name), one_thread():  # the fixture's runs trained on one thread too
         res = compare(FinetuneConfig(preset="tiny", noise_runs=0))

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from fp8ref import install
-from fp8ref.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, FORMATS, Fp8Format, get_format
+from fp8ref.harness import probes
+from fp8ref.reference.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, FloatFormat, get_format, select
 from tests.params import ALL_FORMATS
 
 # Numbers stated by the specifications themselves (OCP OFP8 rev 1.0 tables for E4M3/E5M2; the
@@ -25,7 +25,7 @@ SPEC = {
 
 
 @pytest.mark.parametrize("fmt", ALL_FORMATS)
-def test_derived_constants_match_the_spec(fmt: Fp8Format):
+def test_derived_constants_match_the_spec(fmt: FloatFormat):
     bias, fmax, min_normal, min_sub, nan_codes, has_inf = SPEC[fmt.name]
     got = (fmt.bias, fmt.max, fmt.min_normal, fmt.min_subnormal, fmt.nan_codes, fmt.has_inf)
     assert got == SPEC[fmt.name], f"{fmt.name}: derived {got}, spec {SPEC[fmt.name]}"
@@ -69,7 +69,7 @@ def test_values_are_ordered_by_code_within_a_sign(fmt):
 
 # --- torch.finfo -----------------------------------------------------------------------------
 # torch.finfo field -> the derived value it should equal
-def _torch_expected(fmt: Fp8Format) -> dict:
+def _torch_expected(fmt: FloatFormat) -> dict:
     return {
         "bits": 8,
         "max": fmt.max,
@@ -85,7 +85,7 @@ def _torch_expected(fmt: Fp8Format) -> dict:
 TORCH_FINFO_KNOWN = {("e5m2fnuz", "eps"): (0.125, "torch 2.13.0, 2.14.1")}
 
 _torch_cases = []
-for _f in FORMATS.values():
+for _f in select(has_torch_dtype=True):
     for _field in _torch_expected(_f):
         _known = TORCH_FINFO_KNOWN.get((_f.name, _field))
         _marks = (
@@ -103,7 +103,7 @@ for _f in FORMATS.values():
 
 @pytest.mark.parametrize("fmt,field", _torch_cases)
 def test_torch_finfo_matches_derived(fmt, field, skip_unless):
-    skip_unless(install.torch_dtype(fmt), f"finfo of {fmt.name}")
+    skip_unless(probes.torch_dtype(fmt), f"finfo of {fmt.name}")
     dtype = fmt.torch_dtype()
     got = getattr(torch.finfo(dtype), field)
     want = _torch_expected(fmt)[field]
@@ -111,7 +111,7 @@ def test_torch_finfo_matches_derived(fmt, field, skip_unless):
 
 
 # --- ml_dtypes.finfo ------------------------------------------------------------------------
-def _ml_expected(fmt: Fp8Format) -> dict:
+def _ml_expected(fmt: FloatFormat) -> dict:
     return {
         "bits": 8,
         "max": fmt.max,
@@ -152,16 +152,16 @@ def test_get_format_accepts_names(name):
 def test_get_format_rejects_unknown_names_and_types():
     with pytest.raises(ValueError, match="fmt: expected one of"):
         get_format("e3m4")
-    with pytest.raises(TypeError, match="fmt: expected an Fp8Format"):
+    with pytest.raises(TypeError, match="fmt: expected a FloatFormat"):
         get_format(torch.float8_e4m3fn)
 
 
 def test_format_definition_is_validated():
     with pytest.raises(ValueError, match="must be 8"):
-        Fp8Format(name="bad", exp_bits=4, man_bits=4, bias=7, signed=True, nan_rule="ieee", torch_name="x",
+        FloatFormat(name="bad", exp_bits=4, man_bits=4, bias=7, signed=True, nan_rule="ieee", torch_name="x",
                   ml_dtypes_name="x")
     with pytest.raises(ValueError, match="nan_rule"):
-        Fp8Format(name="bad", exp_bits=4, man_bits=3, bias=7, signed=True, nan_rule="weird", torch_name="x",
+        FloatFormat(name="bad", exp_bits=4, man_bits=3, bias=7, signed=True, nan_rule="weird", torch_name="x",
                   ml_dtypes_name="x")
     with pytest.raises(ValueError, match="code: expected an integer"):
         E4M3FN.value_of(256)

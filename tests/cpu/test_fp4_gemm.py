@@ -5,9 +5,9 @@ and three with faults a kernel or a layout change could bring (so the CUDA check
 import pytest
 import torch
 
-from fp8ref import fp4_gemm, install
-from fp8ref.codec import decode, unpack_fp4
-from fp8ref.formats import E2M1FN, E4M3FN, E8M0FNU
+from fp8ref.harness import fp4_gemm, probes
+from fp8ref.reference.codec import decode, unpack_fp4
+from fp8ref.reference.formats import E2M1FN, E4M3FN, E8M0FNU
 from tests.fp4_gemm_checks import CASES, excess
 
 
@@ -87,6 +87,6 @@ def test_the_fp4_gemm_check_passes_a_correct_stand_in_and_catches_faults(kind, t
 
 def test_this_cpu_refuses_fp4_scaled_mm_or_runs_it_correctly(skip_unless):
     """On an install whose CPU path takes FP4 operands, the same check holds there."""
-    skip_unless(install.scaled_mm("mxfp4", torch.bfloat16, "cpu"), "FP4 torch._scaled_mm on cpu")
+    skip_unless(probes.scaled_mm_scaling("mxfp4", torch.bfloat16, "cpu"), "FP4 torch._scaled_mm on cpu")
     for kind, two_level in CASES:
         assert excess(kind, two_level, torch.bfloat16, "cpu") is None

@@ -4,7 +4,7 @@
 import pytest
 import torch
 
-from fp8ref.gemm_probes import accumulator_bits, scale_result_rule
+from fp8ref.harness.gemm_probes import accumulator_bits, scale_result_rule
 from tests.scaled_mm_checks import case, excess, run
 from tests.scaled_mm_checks import stand_in as _stand_in
 

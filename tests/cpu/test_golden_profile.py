@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from fp8ref.profile import compare_with_golden
+from fp8ref.harness.profile import compare_with_golden
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 

@@ -1,11 +1,14 @@
 """The package's layers, checked: the reference never reaches what it checks.
 
-reference   validate, formats, codec, scaling, quantize, recipes, delayed, emulate, metrics
-            (torch and the standard library only; each other)
-harness     refusals, install, conformance, torchao_compat, gemm_probes, profile, bench, mlp_problem
-            (the reference, torch, and the implementations under test: torchao, ml_dtypes, numpy)
-application fp8ref.finetune.*, the command line (anything; the only layer that may import
-            transformers, datasets, matplotlib or tqdm)
+Each layer is a folder of fp8ref, and a module's layer is the folder it sits in:
+
+fp8ref.reference    torch and the standard library only; imports nothing else of fp8ref
+fp8ref.harness      the reference, torch, and the implementations under test (torchao, ml_dtypes,
+                    numpy); never the application
+fp8ref.finetune, fp8ref.__main__
+                    the application: anything (the only layer that may import transformers,
+                    datasets, matplotlib or tqdm)
+fp8ref (__init__)   the package root: re-exports reference names, lazily
 
 Imports are read from the source (``ast``), so a lazy import inside a function counts. Beyond
 imports, the independence rule is checked on the code, not the comments: no reference module
@@ -24,19 +27,18 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "fp8ref"
 
-REFERENCE = {"validate", "formats", "codec", "scaling", "quantize", "nvfp4", "recipes", "delayed", "emulate", "metrics"}
-HARNESS = {"refusals", "install", "conformance", "torchao_compat", "profile", "bench", "mlp_problem", "gemm_probes",
-           "fp4_gemm", "atomic", "profile_file"}
-APPLICATION_PREFIXES = ("finetune", "__main__")
-PACKAGE_ROOT = "__init__"  # re-exports formats and codec
+# layer -> the module-name prefixes (relative to fp8ref) that belong to it
+LAYERS = {"reference": ("reference.",), "harness": ("harness.",), "application": ("finetune", "__main__")}
+PACKAGE_ROOT = "__init__"  # re-exports reference names
+FOLDER_INITS = {"reference", "harness"}  # the layer folders' own (empty) __init__ modules
 
 ORACLES = {"torchao", "ml_dtypes", "numpy"}
 APPLICATION_ONLY = {"transformers", "datasets", "matplotlib", "tqdm"}
 # reference exceptions, each with its reason:
 REFERENCE_EXTERNAL_OK = {
-    ("formats", "ml_dtypes"),  # Fp8Format.ml_dtype(): the name of the matching ml_dtypes type, for the harness
+    ("reference.formats", "ml_dtypes"),  # FloatFormat.ml_dtype(): the name of the matching ml_dtypes type, for the harness
 }
-NATIVE_FP8_OK = {("quantize", "_cast")}  # cast="native": opt-in, documented, never the default
+NATIVE_FP8_OK = {("reference.quantize", "_cast")}  # cast="native": opt-in, documented, never the default
 
 
 def _module_name(path: Path) -> str:
@@ -112,14 +114,13 @@ def native_fp8_uses(name: str, tree: ast.Module) -> tuple[str, ...]:
 
 
 def _layer(name: str) -> str:
-    if name in REFERENCE:
-        return "reference"
-    if name in HARNESS:
-        return "harness"
-    if name.startswith(APPLICATION_PREFIXES):
-        return "application"
     if name == PACKAGE_ROOT:
         return "root"
+    if name in FOLDER_INITS:
+        return name
+    for layer, prefixes in LAYERS.items():
+        if name.startswith(prefixes):
+            return layer
     return "unassigned"
 
 
@@ -131,7 +132,7 @@ def layer_violations(modules: dict[str, ast.Module]) -> list[str]:
     for name, tree in modules.items():
         layer = _layer(name)
         if layer == "unassigned":
-            bad.append(f"fp8ref.{name} belongs to no layer: add it to tests/cpu/test_layers.py")
+            bad.append(f"fp8ref.{name} belongs to no layer: put it in fp8ref/reference, fp8ref/harness or fp8ref/finetune")
             continue
         for imp in sorted(imports(name, tree)):
             if imp.startswith("fp8ref"):
@@ -162,7 +163,8 @@ def test_every_module_keeps_to_its_layer():
 
 
 @pytest.mark.parametrize("source,expect", [
-    ("from ..profile import collect\n", "imports fp8ref.profile (harness)"),
+    ("from ..harness.profile import collect\n", "imports fp8ref.harness.profile (harness)"),
+    ("from fp8ref.harness import probes\n", "imports fp8ref.harness (harness)"),
     ("import torchao\n", "imports torchao"),
     ("def f():\n    import matplotlib\n", "imports matplotlib, which only the application may"),
     ("from fp8ref.finetune import train\n", "imports fp8ref.finetune (application)"),
@@ -173,7 +175,7 @@ def test_every_module_keeps_to_its_layer():
 def test_the_layer_check_catches_a_violation(source, expect):
     """The check itself can fail: a reference module given each forbidden import or call."""
     modules = _modules()
-    modules["codec"] = ast.parse(source)
+    modules["reference.codec"] = ast.parse(source)
     bad = layer_violations(modules)
     assert any(expect in line for line in bad), bad
 
@@ -187,3 +189,14 @@ def test_a_new_module_must_choose_a_layer():
     modules = _modules()
     modules["newthing"] = ast.parse("X = 1\n")
     assert "fp8ref.newthing belongs to no layer" in "\n".join(layer_violations(modules))
+
+
+def test_a_module_takes_the_layer_of_its_folder():
+    """The same import is allowed or not by where the module sits: torchao in the harness folder
+    is an implementation under test, in the reference folder a violation."""
+    modules = _modules()
+    modules["harness.newprobe"] = ast.parse("import torchao\n")
+    modules["reference.newrule"] = ast.parse("import torchao\n")
+    bad = "\n".join(layer_violations(modules))
+    assert "fp8ref.reference.newrule (reference) imports torchao" in bad
+    assert "harness.newprobe" not in bad

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from fp8ref.formats import E4M3FN, E4M3FNUZ
-from fp8ref.metrics import calc_diff, max_rel_error, sqnr, ulp_distance
+from fp8ref.reference.formats import E4M3FN, E4M3FNUZ
+from fp8ref.reference.metrics import calc_diff, max_rel_error, sqnr, ulp_distance
 
 
 def test_sqnr():

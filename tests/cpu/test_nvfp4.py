@@ -4,10 +4,10 @@ against its definition, then torchao's nvfp4_quantize / NVFP4Tensor against the 
 import pytest
 import torch
 
-from fp8ref import nvfp4
-from fp8ref import torchao_compat as ao
-from fp8ref.codec import decode, encode, unpack_fp4
-from fp8ref.formats import E2M1FN, UE4M3
+from fp8ref.harness import torchao_compat as ao
+from fp8ref.reference import nvfp4
+from fp8ref.reference.codec import decode, encode, unpack_fp4
+from fp8ref.reference.formats import E2M1FN, UE4M3
 
 
 def _inputs(dtype=torch.float32, rows=16):
@@ -126,23 +126,23 @@ def test_torchao_nvfp4tensor_dequantizes_like_the_reference(level):
 
 
 def test_nvfp4_granularity_is_not_a_quantize_scale():
-    from fp8ref.quantize import quantize
-    from fp8ref.scaling import amax, compute_scale
-    from fp8ref.scaling import nvfp4 as nvfp4_granularity
+    from fp8ref.reference.quantize import quantize
+    from fp8ref.reference.scaling import amax, compute_scale
+    from fp8ref.reference.scaling import nvfp4 as nvfp4_granularity
 
     g = nvfp4_granularity()
     assert str(g) == "nvfp4 1x16 two-level" and amax(torch.ones(2, 32), g).shape == (2, 2)
-    with pytest.raises(ValueError, match="fp8ref.nvfp4.quantize"):
+    with pytest.raises(ValueError, match="fp8ref.reference.nvfp4.quantize"):
         compute_scale(torch.ones(2, 32), E2M1FN, g)
-    with pytest.raises(ValueError, match="fp8ref.nvfp4.quantize"):
+    with pytest.raises(ValueError, match="fp8ref.reference.nvfp4.quantize"):
         quantize(torch.ones(2, 32), E2M1FN, g)
 
 
 def test_mx_fp4_nan_block_and_static_nan():
     """MXFP4: a block holding NaN gets the E8M0 NaN scale and element codes 0 (E2M1 has no NaN);
     a NaN under a finite static scale has nowhere to go and is refused."""
-    from fp8ref.quantize import quantize, quantize_with_scale
-    from fp8ref.scaling import mx
+    from fp8ref.reference.quantize import quantize, quantize_with_scale
+    from fp8ref.reference.scaling import mx
 
     x = torch.ones(1, 64)
     x[0, 1] = float("nan")

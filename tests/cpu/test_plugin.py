@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from fp8ref import install
+from fp8ref.harness import install, probes
 from tests import plugin
 from tests.processes import Lane, python_code
 
@@ -42,7 +42,7 @@ def test_a_missing_package_skips_naming_it_and_its_extra(monkeypatch):
 
 def test_a_torchao_that_does_not_import_skips_naming_the_versions(monkeypatch):
     monkeypatch.setattr(install, "has_package", lambda pkg: True)
-    monkeypatch.setattr(install, "torchao_float8", lambda: "refused: ImportError: cannot import name 'X'")
+    monkeypatch.setattr(probes, "torchao_float8", lambda: "refused: ImportError: cannot import name 'X'")
     reason = _skip_reason(_Item(pytest.mark.needs("torchao").mark))
     assert reason.startswith("torch ") and "cannot import torchao.float8: refused: ImportError" in reason
 

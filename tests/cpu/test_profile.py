@@ -6,8 +6,8 @@ import json
 import pytest
 
 from fp8ref.__main__ import main
-from fp8ref.install import device_kind
-from fp8ref.profile import TOLERANCES, compare_with_golden, diff, format_diff, load, save
+from fp8ref.harness.install import device_kind
+from fp8ref.harness.profile import TOLERANCES, compare_with_golden, diff, format_diff, load, save
 
 
 def _p(torch_v, **behaviour):
@@ -50,11 +50,11 @@ def test_a_changed_golden_fails_with_readable_lines(tmp_path, here):
 
 
 def test_compare_with_golden_collects_this_install_when_not_given_a_profile(tmp_path, here, monkeypatch):
-    import fp8ref.profile
+    import fp8ref.harness.profile
 
     seen = []
-    real = fp8ref.profile.collect
-    monkeypatch.setattr(fp8ref.profile, "collect", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    real = fp8ref.harness.profile.collect
+    monkeypatch.setattr(fp8ref.harness.profile, "collect", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
     save(here, tmp_path / "cpu.json")
     status, lines = compare_with_golden(tmp_path, "cpu")  # collects again: same install, same answers
     assert (status, lines) == ("equal", [])
@@ -88,10 +88,10 @@ def test_order_dependent_numbers_compare_within_their_tolerance():
 def test_cli_profile_round_trips(tmp_path, capsys, here, monkeypatch):
     """profile --out writes what collect returned (the run's collection stands in for a third
     one: the golden test and the test above collect for real), and diff reads it back."""
-    import fp8ref.profile
+    import fp8ref.harness.profile
 
     calls = []
-    monkeypatch.setattr(fp8ref.profile, "collect", lambda *a, **k: calls.append((a, k)) or here)
+    monkeypatch.setattr(fp8ref.harness.profile, "collect", lambda *a, **k: calls.append((a, k)) or here)
     out = tmp_path / "now.json"
     assert main(["profile", "--out", str(out)]) == 0
     assert calls == [(("cpu",), {"torchao": True})] and load(out) == here

@@ -7,9 +7,11 @@ import dataclasses
 import pytest
 import torch
 
-from fp8ref import codec, install, profile
-from fp8ref.formats import get_format
-from fp8ref.refusals import attempt, describe, is_refusal, normalize, refusal
+from fp8ref.harness import probes, profile
+from fp8ref.harness.refusals import attempt, describe, is_refusal, normalize, refusal
+from fp8ref.reference import codec
+from fp8ref.reference.formats import get_format
+from fp8ref.reference.recipes import TORCHAO_RECIPES
 
 
 def _raised(fn) -> BaseException:
@@ -94,7 +96,7 @@ def test_describe_keeps_one_short_line():
 def fresh_install_answers():
     """install's answers are cached per process; a test that changes the install clears them."""
     def clear():
-        for fn in (install.scaled_mm, install.torchao_float8, install.torchao_recipe, install.torch_dtype):
+        for fn in (probes.scaled_mm_scaling, probes.torchao_float8, probes.torchao_recipe, probes.torch_dtype):
             fn.cache_clear()
     clear()
     yield
@@ -106,15 +108,15 @@ def test_a_refused_scaled_mm_is_recorded_and_the_profile_goes_on(monkeypatch, fr
     got = profile._probe_scaled_mm("cpu")
     # every scaling answers refused; the accumulator and scale_result probes need a working
     # tensorwise call, so they are left out rather than recorded as refusals of their own
-    assert set(got) == {f"scaled_mm.{s}.{t}" for s in install.SCALED_MM_SCALINGS for t in ("bf16", "f32")}
+    assert set(got) == {f"scaled_mm.{s}.{t}" for s in probes.SCALED_MM_SCALINGS for t in ("bf16", "f32")}
     assert all(v.startswith("refused: RuntimeError: ") for v in got.values()), got
-    if install.torchao_float8() is None:  # torchao's Float8Linear runs _scaled_mm: its keys say so too
+    if probes.torchao_float8() is None:  # torchao's Float8Linear runs _scaled_mm: its keys say so too
         ao = profile._probe_torchao("cpu")
-        for name in install.TORCHAO_RECIPES:
+        for name in TORCHAO_RECIPES:
             assert ao[f"torchao.digest.float8linear.{name}"].startswith("refused: RuntimeError"), name
             assert f"torchao.recipe.{name}.output.a" in ao  # the recipe table does not need _scaled_mm
         assert len(ao["torchao.digest.cast.tensorwise"]) == 16  # nor do the casts
-    assert install.scaled_mm("tensorwise").startswith("refused: ")
+    assert probes.scaled_mm_scaling("tensorwise").startswith("refused: ")
 
 
 def test_a_refused_cast_takes_only_its_own_keys(monkeypatch):
@@ -141,9 +143,9 @@ def test_a_bug_in_fp8ref_still_surfaces_from_the_profile(monkeypatch):
 
 
 def test_a_torchao_that_does_not_import_is_recorded(monkeypatch):
-    monkeypatch.setattr(install, "torchao_float8", lambda: "refused: ImportError: cannot import name 'X'")
+    monkeypatch.setattr(probes, "torchao_float8", lambda: "refused: ImportError: cannot import name 'X'")
     assert profile._probe_torchao("cpu") == {"torchao": "refused: ImportError: cannot import name 'X'"}
-    monkeypatch.setattr(install, "torchao_float8", lambda: "missing: torchao is not installed")
+    monkeypatch.setattr(probes, "torchao_float8", lambda: "missing: torchao is not installed")
     assert profile._probe_torchao("cpu") == {"torchao": "missing"}
 
 

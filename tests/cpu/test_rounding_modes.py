@@ -12,8 +12,8 @@ import math
 import pytest
 import torch
 
-from fp8ref.codec import decode, encode, round_to_format
-from fp8ref.formats import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2
+from fp8ref.reference.codec import decode, encode, round_to_format
+from fp8ref.reference.formats import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2
 
 FORMATS = [pytest.param(f, id=f.name) for f in (E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2)]
 

@@ -4,9 +4,9 @@ the arguments regressions shipped in, and what the CPU path enforces."""
 import pytest
 import torch
 
-from fp8ref.formats import E4M3FN
-from fp8ref.quantize import quantize
-from fp8ref.scaling import tensorwise
+from fp8ref.reference.formats import E4M3FN
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.scaling import tensorwise
 
 # The argument checks shared with the CUDA suite (tests/scaled_mm_checks.py), run here on the CPU.
 from tests.scaled_mm_checks import (  # noqa: F401 - collected as tests of this module

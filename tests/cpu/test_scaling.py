@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from fp8ref.codec import decode
-from fp8ref.formats import E4M3FN, E5M2, E8M0FNU
-from fp8ref.quantize import Fp8Data, dequantize, quantize, quantize_with_scale
-from fp8ref.scaling import (
+from fp8ref.reference.codec import decode
+from fp8ref.reference.formats import E4M3FN, E5M2, E8M0FNU
+from fp8ref.reference.quantize import Quantized, dequantize, quantize, quantize_with_scale
+from fp8ref.reference.scaling import (
     EPS,
     Granularity,
     amax,
@@ -70,7 +70,7 @@ def test_subnormal_amax_stays_finite_thanks_to_eps():
 
 
 def test_inf_and_nan_inputs_give_degenerate_scales():
-    # documented in fp8ref.scaling: amax inf -> scale 0; amax NaN -> scale NaN (current scaling has
+    # documented in fp8ref.reference.scaling: amax inf -> scale 0; amax NaN -> scale NaN (current scaling has
     # nothing to fall back on; delayed scaling keeps the previous scale instead)
     assert amax_to_scale(torch.tensor(math.inf), E4M3FN).item() == 0.0
     assert math.isnan(amax_to_scale(torch.tensor(math.nan), E4M3FN).item())
@@ -216,11 +216,11 @@ def test_bad_arguments_raise_clear_errors():
         amax_to_scale(torch.tensor(1.0), E4M3FN, pow2=1)
     with pytest.raises(ValueError, match="cast: expected one of \\('codec', 'native'\\)"):
         quantize(x, E4M3FN, cast="fast")
-    with pytest.raises(TypeError, match="q: expected an Fp8Data"):
+    with pytest.raises(TypeError, match="q: expected an Quantized"):
         dequantize(x)
     with pytest.raises(TypeError, match="scale: expected a tensor or a number"):
         quantize_with_scale(x, "1", E4M3FN)
     with pytest.raises(ValueError, match="mode: expected"):
         mx_scale_exponent(torch.tensor(1.0), E4M3FN, "ceil")
-    assert isinstance(quantize(x, "e4m3fn"), Fp8Data)
+    assert isinstance(quantize(x, "e4m3fn"), Quantized)
     assert compute_scale(x, E4M3FN).shape == ()

@@ -12,12 +12,12 @@ float32 (relative error <= 2^-24 each), so the bound gets a 2^-22 allowance.
 import pytest
 import torch
 
-from fp8ref.codec import encode
-from fp8ref.delayed import DelayedScaling
-from fp8ref.formats import E4M3FN, MX_ELEMENT_FORMATS
-from fp8ref.install import needs_package
-from fp8ref.quantize import quantize, quantize_with_scale
-from fp8ref.scaling import amax, axiswise, block, expand_scale, mx, tensorwise, tile
+from fp8ref.harness.install import needs_package
+from fp8ref.reference.codec import encode
+from fp8ref.reference.delayed import DelayedScaling
+from fp8ref.reference.formats import E4M3FN, select
+from fp8ref.reference.quantize import quantize, quantize_with_scale
+from fp8ref.reference.scaling import amax, axiswise, block, expand_scale, mx, tensorwise, tile
 
 # Every test here is built by hypothesis's decorators when the module loads, so without hypothesis
 # the module itself skips (the needs marker's wording; nothing errors at collection).
@@ -26,7 +26,7 @@ given, st = hypothesis.given, hypothesis.strategies
 
 SHAPE = (16, 64)
 # every MX element format (FP8, FP6, FP4): the properties hold for each with its own max and mantissa
-FMTS = list(MX_ELEMENT_FORMATS)
+FMTS = list(select(mx_element=True))
 # small tiles and blocks keep examples fast; the grouping code is size-generic
 GRANS = [tensorwise(), axiswise(-1), axiswise(0), tile(16), block(8), mx(32, "floor"), mx(32, "rceil")]
 NON_MX = [g for g in GRANS if g.kind != "mx"]

@@ -11,15 +11,15 @@ import dataclasses
 import pytest
 import torch
 
-from fp8ref import install
-from fp8ref import torchao_compat as ao
-from fp8ref.emulate import Fp8Linear, convert, emulated_gemm
-from fp8ref.formats import E4M3FN
-from fp8ref.gemm_probes import half_ulp
-from fp8ref.metrics import sqnr
-from fp8ref.quantize import quantize
-from fp8ref.recipes import RECIPES
-from fp8ref.scaling import axiswise, tensorwise
+from fp8ref.harness import probes
+from fp8ref.harness import torchao_compat as ao
+from fp8ref.harness.gemm_probes import half_ulp
+from fp8ref.reference.emulate import Fp8Linear, convert, emulated_gemm
+from fp8ref.reference.formats import E4M3FN
+from fp8ref.reference.metrics import sqnr
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.recipes import RECIPES, TORCHAO_RECIPES
+from fp8ref.reference.scaling import axiswise, tensorwise
 from tests.float8linear_checks import (  # noqa: F401 - the tests are collected here
     fwd_bwd,
     test_compiled_float8linear_forward_and_backward_match_eager,
@@ -33,7 +33,7 @@ U_OUT = {d: half_ulp(d) for d in (torch.bfloat16, torch.float16, torch.float32)}
 
 
 # --- Float8Linear ---------------------------------------------------------------------------
-AO_RECIPES = list(install.TORCHAO_RECIPES)
+AO_RECIPES = list(TORCHAO_RECIPES)
 
 
 def _pair(recipe, emulate, dtype, bias, seed=0):
@@ -86,7 +86,7 @@ def test_float8linear_with_bias_matches_within_output_rounding(recipe, dtype, em
     sum|a||b| (hp operands x 1.1, covering the FP8 rounding of each operand):
     |torchao - fp8ref| <= 2u|y| + u m + 2 (K + 3) 2^-24 m."""
     if not emulate:
-        skip_unless(install.torchao_recipe(recipe), f"torchao's {recipe} Float8Linear through torch._scaled_mm on cpu")
+        skip_unless(probes.torchao_recipe(recipe), f"torchao's {recipe} Float8Linear through torch._scaled_mm on cpu")
     theirs, ours, (lin, x, g) = _pair(recipe, emulate, dtype, bias=True)
     u = U_OUT[dtype] if (emulate or recipe == "tensorwise") else max(U_OUT[dtype], U_OUT[torch.bfloat16])
     x2, g2, w = x.double().reshape(-1, 128), g.double().reshape(-1, 64), lin.weight.double()
@@ -108,7 +108,7 @@ def test_float8linear_with_bias_matches_within_output_rounding(recipe, dtype, em
 
 @pytest.mark.parametrize("recipe", AO_RECIPES)
 def test_float8linear_sqnr_against_high_precision_meets_torchaos_thresholds(recipe, record_observation, skip_unless):
-    skip_unless(install.torchao_recipe(recipe), f"torchao's {recipe} Float8Linear through torch._scaled_mm on cpu")
+    skip_unless(probes.torchao_recipe(recipe), f"torchao's {recipe} Float8Linear through torch._scaled_mm on cpu")
     theirs, _, (lin, x, g) = _pair(recipe, False, torch.bfloat16, bias=True)
     hp = fwd_bwd(copy.deepcopy(lin), x, g)
     out_db, gw_db, gx_db = (sqnr(theirs[k], hp[k]) for k in ("output", "grad_weight", "grad_input"))

@@ -10,12 +10,12 @@ import math
 import pytest
 import torch
 
-from fp8ref import install
-from fp8ref import torchao_compat as ao
-from fp8ref.codec import decode, pack_fp4
-from fp8ref.formats import E4M3FN, E5M2, MX_ELEMENT_FORMATS
-from fp8ref.quantize import quantize
-from fp8ref.scaling import axiswise, compute_scale, mx, mx_scale_exponent, tensorwise
+from fp8ref.harness import torchao_compat as ao
+from fp8ref.reference.codec import decode, pack_fp4
+from fp8ref.reference.formats import E4M3FN, E5M2, select
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.recipes import TORCHAO_RECIPES
+from fp8ref.reference.scaling import axiswise, compute_scale, mx, mx_scale_exponent, tensorwise
 from tests.conformance_checks import recipe_table_diffs, scale_inputs, scale_mismatch
 
 pytestmark = [pytest.mark.needs("torchao")]
@@ -79,11 +79,11 @@ def test_pow2_scale_for_an_amax_one_ulp_above_max_over_a_power_of_two(j):
 
 
 def test_recipe_table_matches_fp8ref_recipes():
-    diffs = recipe_table_diffs(ao.recipe_table, install.TORCHAO_RECIPES)
+    diffs = recipe_table_diffs(ao.recipe_table, TORCHAO_RECIPES)
     assert not diffs, "torchao's recipe table against fp8ref's:\n" + "\n".join(diffs)
 
 
-MX_FORMATS = [pytest.param(f, id=f.name) for f in MX_ELEMENT_FORMATS]
+MX_FORMATS = [pytest.param(f, id=f.name) for f in select(mx_element=True)]
 
 
 def _as_torchao_holds(codes: torch.Tensor, fmt) -> torch.Tensor:

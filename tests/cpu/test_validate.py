@@ -1,15 +1,15 @@
-"""fp8ref.validate: the one wording of argument errors, and the named choices (enums)."""
+"""fp8ref.reference.validate: the one wording of argument errors, and the named choices (enums)."""
 
 import json
 
 import pytest
 import torch
 
-from fp8ref import validate
-from fp8ref.delayed import AmaxAlgo, DelayedScaling
-from fp8ref.formats import E4M3FN, NanRule
-from fp8ref.quantize import Cast, quantize
-from fp8ref.scaling import Granularity, Kind, MxMode, mx
+from fp8ref.reference import validate
+from fp8ref.reference.delayed import AmaxAlgo, DelayedScaling
+from fp8ref.reference.formats import E4M3FN, NanRule
+from fp8ref.reference.quantize import Cast, quantize
+from fp8ref.reference.scaling import Granularity, Kind, MxMode, mx
 
 
 @pytest.mark.parametrize("kind,value", [(NanRule, "fnuz"), (Kind, "block"), (MxMode, "rceil"), (Cast, "native"),

@@ -8,9 +8,11 @@ Without a GPU these skip; with --fp8-dry-run they run on the CPU device so CI ke
 import pytest
 import torch
 
-from fp8ref import install
-from fp8ref.codec import decode
-from fp8ref.conformance import all_16bit_inputs, check_cast, torch_cast
+from fp8ref.harness import probes
+from fp8ref.harness.cast_inputs import all_16bit_inputs
+from fp8ref.harness.conformance import check_cast
+from fp8ref.harness.implementations import torch_cast
+from fp8ref.reference.codec import decode
 from tests.params import ALL_FORMATS
 
 
@@ -18,7 +20,7 @@ from tests.params import ALL_FORMATS
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 @pytest.mark.parametrize("fmt", ALL_FORMATS)
 def test_device_cast_of_all_16bit_patterns_matches_the_codec(fmt, dtype, gpu_device, record_cast_report, skip_unless):
-    skip_unless(install.torch_dtype(fmt), f"casts to {fmt.name}")
+    skip_unless(probes.torch_dtype(fmt), f"casts to {fmt.name}")
     impl = torch_cast(fmt, gpu_device)
     report = check_cast(impl, all_16bit_inputs(dtype), fmt, f"all {dtype}".replace("torch.", ""))
     record_cast_report(report)
@@ -28,7 +30,7 @@ def test_device_cast_of_all_16bit_patterns_matches_the_codec(fmt, dtype, gpu_dev
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("fmt", ALL_FORMATS)
 def test_device_decode_of_all_256_codes_matches_the_codec(fmt, gpu_device, skip_unless):
-    skip_unless(install.torch_dtype(fmt), f"decodes {fmt.name}")
+    skip_unless(probes.torch_dtype(fmt), f"decodes {fmt.name}")
     dtype = fmt.torch_dtype()
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     got = codes.to(gpu_device).view(dtype).float().cpu()

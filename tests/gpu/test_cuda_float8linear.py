@@ -9,13 +9,13 @@ import copy
 import pytest
 import torch
 
-from fp8ref import install
-from fp8ref import torchao_compat as ao
-from fp8ref.emulate import Fp8Linear
-from fp8ref.formats import E4M3FN
-from fp8ref.metrics import sqnr
-from fp8ref.quantize import quantize
-from fp8ref.scaling import axiswise, tensorwise
+from fp8ref.harness import probes
+from fp8ref.harness import torchao_compat as ao
+from fp8ref.reference.emulate import Fp8Linear
+from fp8ref.reference.formats import E4M3FN
+from fp8ref.reference.metrics import sqnr
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.scaling import axiswise, tensorwise
 from tests.float8linear_checks import (  # noqa: F401 - the tests are collected here
     fwd_bwd,
     test_compiled_float8linear_forward_and_backward_match_eager,
@@ -34,7 +34,7 @@ def linear_device(gpu_device: str) -> str:
 @pytest.mark.parametrize("recipe", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise")),
                                     pytest.param("rowwise_with_gw_hp", marks=pytest.mark.sm(90, "rowwise"))])
 def test_float8linear_on_device_matches_fp8ref(recipe, gpu_device, dry_run, skip_unless):
-    skip_unless(install.torchao_recipe(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}")
+    skip_unless(probes.torchao_recipe(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}")
     d_in, d_out, tokens = (128, 64, 64) if dry_run else (2048, 4096, 4096)
     torch.manual_seed(0)
     lin = torch.nn.Linear(d_in, d_out, bias=False).to(torch.bfloat16).to(gpu_device)

@@ -7,11 +7,11 @@ mishandled a ragged tail."""
 import pytest
 import torch
 
-from fp8ref import torchao_compat as ao
-from fp8ref.formats import E4M3FN
-from fp8ref.quantize import quantize
-from fp8ref.refusals import attempt
-from fp8ref.scaling import mx
+from fp8ref.harness import torchao_compat as ao
+from fp8ref.harness.refusals import attempt
+from fp8ref.reference.formats import E4M3FN
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.scaling import mx
 
 pytestmark = [pytest.mark.sm(100, "MX cast kernels"), pytest.mark.needs("torchao")]
 

@@ -6,11 +6,11 @@ the exact product of the FP8 values (float64), which is what the kernel approxim
 import pytest
 import torch
 
-from fp8ref import install
-from fp8ref.formats import E4M3FN
-from fp8ref.metrics import calc_diff, sqnr
-from fp8ref.quantize import quantize
-from fp8ref.scaling import axiswise, block, mx, tensorwise, tile
+from fp8ref.harness import probes
+from fp8ref.reference.formats import E4M3FN
+from fp8ref.reference.metrics import calc_diff, sqnr
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.scaling import axiswise, block, mx, tensorwise, tile
 
 pytestmark = pytest.mark.sm(89, "FP8 tensor cores")
 
@@ -40,7 +40,7 @@ def _check(out, ref, what):
 @pytest.mark.parametrize("fast_accum", [False, True], ids=["exact-accum", "fast-accum"])
 @pytest.mark.parametrize("gran", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise scaled_mm"))])
 def test_scaled_mm_on_device_matches_the_reference(gran, fast_accum, gpu_device, dry_run, skip_unless):
-    skip_unless(install.scaled_mm(gran, torch.bfloat16, gpu_device), f"{gran} torch._scaled_mm on {gpu_device}")
+    skip_unless(probes.scaled_mm_scaling(gran, torch.bfloat16, gpu_device), f"{gran} torch._scaled_mm on {gpu_device}")
     g = tensorwise() if gran == "tensorwise" else axiswise(-1)
     qa, qb, A, B, ref = _operands(g, g, dry_run, gpu_device)
     sa, sb = (1 / qa.scale).to(gpu_device), (1 / qb.scale).to(gpu_device)
@@ -56,7 +56,7 @@ def test_blockwise_scaled_mm_matches_the_reference(gpu_device, dry_run, skip_unl
     torch's ScaledBlas.cpp checks: A's scale (M, K/128) outer-dim-major (strides (1, M)), B's
     (K/128, N/128) with strides (1, K/128). Only a refusal of the minimal call skips; an error
     from this call is a failure."""
-    skip_unless(install.scaled_mm("blockwise", torch.bfloat16, gpu_device),
+    skip_unless(probes.scaled_mm_scaling("blockwise", torch.bfloat16, gpu_device),
                 f"blockwise torch._scaled_mm on {gpu_device}")
     qa, qb, A, B, ref = _operands(tile(128), block(128), dry_run, gpu_device)
     sa = (1 / qa.scale).to(gpu_device).t().contiguous().t()  # (M, K/128), strides (1, M)
@@ -73,7 +73,7 @@ def test_mx_scaled_mm_matches_the_reference(gpu_device, dry_run, skip_unless):
     the naive layout, and torchao's to_blocked swizzles it."""
     from torchao.prototype.mx_formats.utils import to_blocked
 
-    skip_unless(install.scaled_mm("mx", torch.bfloat16, gpu_device), f"mx torch._scaled_mm on {gpu_device}")
+    skip_unless(probes.scaled_mm_scaling("mx", torch.bfloat16, gpu_device), f"mx torch._scaled_mm on {gpu_device}")
     qa, qb, A, B, ref = _operands(mx(32), mx(32), dry_run, gpu_device)
     sa = to_blocked(qa.scale_e8m0.view(torch.float8_e8m0fnu)).to(gpu_device)
     sb = to_blocked(qb.scale_e8m0.view(torch.float8_e8m0fnu)).to(gpu_device)

@@ -1,6 +1,6 @@
 """Throughput on the GPU: FP8 _scaled_mm vs bf16 mm on LLM projection shapes, Float8Linear
 forward+backward vs nn.Linear per recipe, and one training step, both compiled. The ratios come
-from fp8ref.bench.device_time (CUDA events over back-to-back calls, warm-up excluded) and go into
+from fp8ref.harness.bench.device_time (CUDA events over back-to-back calls, warm-up excluded) and go into
 the benchmark JSON (extra_info) and the "FP8 throughput" table at the end of the run.
 
 Only robust ratios are asserted (FP8 >= 1.3x bf16 on the 8192^3 GEMM on sm90+), never absolute
@@ -13,8 +13,8 @@ import copy
 import pytest
 import torch
 
-from fp8ref import install
-from fp8ref.bench import LLM_GEMM_SHAPES, device_time, scaled_mm_vs_bf16
+from fp8ref.harness import probes
+from fp8ref.harness.bench import LLM_GEMM_SHAPES, device_time, scaled_mm_vs_bf16
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("pytest_benchmark")]
 
@@ -129,10 +129,10 @@ def test_fp4_vs_fp8_vs_bf16_gemm_throughput(name, m, k, n, gpu_device, dry_run, 
                                             record_throughput):
     """MXFP4 and NVFP4 torch._scaled_mm against FP8 (tensorwise, fast accumulation) and bf16 mm on
     one shape, each timed with CUDA events; block scales prepared outside the timed calls."""
-    from fp8ref import fp4_gemm
+    from fp8ref.harness import fp4_gemm
 
     for kind in fp4_gemm.FP4_KINDS:
-        skip_unless(install.scaled_mm(kind, torch.bfloat16, gpu_device), f"{kind} torch._scaled_mm on {gpu_device}")
+        skip_unless(probes.scaled_mm_scaling(kind, torch.bfloat16, gpu_device), f"{kind} torch._scaled_mm on {gpu_device}")
     if dry_run:
         m, k, n = DRY_SHAPE
     gen = torch.Generator().manual_seed(0)

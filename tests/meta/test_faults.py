@@ -16,17 +16,20 @@ import dataclasses
 import pytest
 import torch
 
-from fp8ref.codec import decode, encode
-from fp8ref.conformance import Implementation, all_16bit_inputs, check_cast, sweep_float32
-from fp8ref.delayed import DelayedScaling
-from fp8ref.formats import E4M3FN, E5M2, E8M0FNU
-from fp8ref.recipes import RECIPES
-from fp8ref.scaling import EPS, amax, axiswise, compute_scale, round_down_to_pow2, tensorwise
+from fp8ref.harness.cast_inputs import all_16bit_inputs
+from fp8ref.harness.conformance import check_cast
+from fp8ref.harness.implementations import Implementation
+from fp8ref.harness.sweep import sweep_float32
+from fp8ref.reference.codec import decode, encode
+from fp8ref.reference.delayed import DelayedScaling
+from fp8ref.reference.formats import E4M3FN, E5M2, E8M0FNU
+from fp8ref.reference.recipes import RECIPES
+from fp8ref.reference.scaling import EPS, amax, axiswise, compute_scale, round_down_to_pow2, tensorwise
 from tests import scaled_mm_checks
 from tests.conformance_checks import delayed_mismatch, recipe_table_diffs, scale_inputs, scale_mismatch
 
 
-# --- casts, through fp8ref.conformance.check_cast on every bfloat16 pattern ---------------------
+# --- casts, through fp8ref.harness.conformance.check_cast on every bfloat16 pattern ---------------------
 def _ties_away(x: torch.Tensor, fmt) -> torch.Tensor:
     rne = encode(x, fmt, saturate=True)
     low = encode(x, fmt, saturate=True, rounding="rtz")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-from .validate import boolean, instance
+from ..reference.validate import boolean, instance
 
 __all__ = ["PROBE_K", "accumulator_bits", "scale_result_rule", "reference_bound", "half_ulp"]
 

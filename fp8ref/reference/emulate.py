@@ -3,7 +3,7 @@ float32. This is the arithmetic an FP8 GEMM is meant to approximate (exact produ
 values, accumulated in high precision) and the reference the torchao and ``_scaled_mm`` checks
 compare against.
 
-- ``fp8_linear``: ``y = x @ w.T + b`` under a recipe from ``fp8ref.recipes`` (default
+- ``fp8_linear``: ``y = x @ w.T + b`` under a recipe from ``fp8ref.reference.recipes`` (default
   ``tensorwise``: E4M3 forward, E5M2 output gradient, as torchao and fp8_parity.py's smoke check).
 - ``fp8_autocast``: the autocast-style context of a TransformerEngine-style delayed-scaling design
   (docs/design.md). While it is active, every ``torch.nn.functional.linear`` call (so every
@@ -97,7 +97,7 @@ class Fp8LinearFunction(torch.autograd.Function):
 
 def fp8_linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
                recipe: str | LinearRecipe = "tensorwise") -> torch.Tensor:
-    """Emulated FP8 ``F.linear`` under a recipe (``fp8ref.recipes``); differentiable in x, w, bias."""
+    """Emulated FP8 ``F.linear`` under a recipe (``fp8ref.reference.recipes``); differentiable in x, w, bias."""
     tensor(x, "x", floating=True)
     tensor(w, "w", floating=True)
     if w.dim() != 2 or x.shape[-1] != w.shape[1]:

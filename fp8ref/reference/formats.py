@@ -32,7 +32,7 @@ from .validate import Choice, choice
 
 __all__ = [
     "NanRule",
-    "Fp8Format",
+    "FloatFormat",
     "E4M3FN",
     "E5M2",
     "E4M3FNUZ",
@@ -43,10 +43,7 @@ __all__ = [
     "E3M2FN",
     "UE4M3",
     "FORMATS",
-    "NARROW_FORMATS",
-    "MX_ELEMENT_FORMATS",
-    "KNOWN_FORMATS",
-    "FP8_FORMATS",
+    "select",
     "get_format",
     "formats_table",
 ]
@@ -63,9 +60,9 @@ class NanRule(Choice):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Fp8Format:
+class FloatFormat:
     """One floating-point format of at most 8 bits, described by its bits (built by keyword:
-    ``Fp8Format(name=..., exp_bits=..., man_bits=..., bias=..., signed=..., nan_rule=...,
+    ``FloatFormat(name=..., exp_bits=..., man_bits=..., bias=..., signed=..., nan_rule=...,
     torch_name=..., ml_dtypes_name=..., bits=8)``). ``nan_rule`` is a ``NanRule`` or its value;
     ``torch_name``/``ml_dtypes_name`` are ``""`` where that library has no such scalar type."""
 
@@ -90,6 +87,21 @@ class Fp8Format:
             )
 
     # --- properties of the encoding -------------------------------------------------------
+    @property
+    def has_torch_dtype(self) -> bool:
+        """torch names a dtype for it (this torch may still lack it: ``torch_dtype()`` says)."""
+        return bool(self.torch_name)
+
+    @property
+    def narrow(self) -> bool:
+        """Narrower than a byte (FP4, FP6, UE4M3)."""
+        return self.bits < 8
+
+    @property
+    def mx_element(self) -> bool:
+        """An OCP MX v1.0 element format (MXFP8 E4M3/E5M2, MXFP6, MXFP4): signed, not FNUZ."""
+        return self.signed and self.nan_rule in (NanRule.FN, NanRule.IEEE, NanRule.NONE)
+
     @property
     def has_inf(self) -> bool:
         return self.nan_rule == NanRule.IEEE
@@ -264,55 +276,60 @@ def _ieee_bias(exp_bits: int) -> int:
     return (1 << (exp_bits - 1)) - 1
 
 
-E4M3FN = Fp8Format(name="e4m3fn", exp_bits=4, man_bits=3, bias=_ieee_bias(4), signed=True, nan_rule=NanRule.FN,
+E4M3FN = FloatFormat(name="e4m3fn", exp_bits=4, man_bits=3, bias=_ieee_bias(4), signed=True, nan_rule=NanRule.FN,
                    torch_name="float8_e4m3fn", ml_dtypes_name="float8_e4m3fn")
-E5M2 = Fp8Format(name="e5m2", exp_bits=5, man_bits=2, bias=_ieee_bias(5), signed=True, nan_rule=NanRule.IEEE,
+E5M2 = FloatFormat(name="e5m2", exp_bits=5, man_bits=2, bias=_ieee_bias(5), signed=True, nan_rule=NanRule.IEEE,
                  torch_name="float8_e5m2", ml_dtypes_name="float8_e5m2")
 # FNUZ: the bias is one larger than IEEE's, so the top binade is finite and 0x80 is the only NaN.
-E4M3FNUZ = Fp8Format(name="e4m3fnuz", exp_bits=4, man_bits=3, bias=_ieee_bias(4) + 1, signed=True,
+E4M3FNUZ = FloatFormat(name="e4m3fnuz", exp_bits=4, man_bits=3, bias=_ieee_bias(4) + 1, signed=True,
                      nan_rule=NanRule.FNUZ, torch_name="float8_e4m3fnuz", ml_dtypes_name="float8_e4m3fnuz")
-E5M2FNUZ = Fp8Format(name="e5m2fnuz", exp_bits=5, man_bits=2, bias=_ieee_bias(5) + 1, signed=True,
+E5M2FNUZ = FloatFormat(name="e5m2fnuz", exp_bits=5, man_bits=2, bias=_ieee_bias(5) + 1, signed=True,
                      nan_rule=NanRule.FNUZ, torch_name="float8_e5m2fnuz", ml_dtypes_name="float8_e5m2fnuz")
-E8M0FNU = Fp8Format(name="e8m0fnu", exp_bits=8, man_bits=0, bias=_ieee_bias(8), signed=False,
+E8M0FNU = FloatFormat(name="e8m0fnu", exp_bits=8, man_bits=0, bias=_ieee_bias(8), signed=False,
                     nan_rule=NanRule.E8M0, torch_name="float8_e8m0fnu", ml_dtypes_name="float8_e8m0fnu")
 
 # OCP MX v1.0 narrow element formats: IEEE bias, subnormals, every code finite.
-E2M1FN = Fp8Format(name="e2m1fn", bits=4, exp_bits=2, man_bits=1, bias=_ieee_bias(2), signed=True,
+E2M1FN = FloatFormat(name="e2m1fn", bits=4, exp_bits=2, man_bits=1, bias=_ieee_bias(2), signed=True,
                    nan_rule=NanRule.NONE, torch_name="", ml_dtypes_name="float4_e2m1fn")
-E2M3FN = Fp8Format(name="e2m3fn", bits=6, exp_bits=2, man_bits=3, bias=_ieee_bias(2), signed=True,
+E2M3FN = FloatFormat(name="e2m3fn", bits=6, exp_bits=2, man_bits=3, bias=_ieee_bias(2), signed=True,
                    nan_rule=NanRule.NONE, torch_name="", ml_dtypes_name="float6_e2m3fn")
-E3M2FN = Fp8Format(name="e3m2fn", bits=6, exp_bits=3, man_bits=2, bias=_ieee_bias(3), signed=True,
+E3M2FN = FloatFormat(name="e3m2fn", bits=6, exp_bits=3, man_bits=2, bias=_ieee_bias(3), signed=True,
                    nan_rule=NanRule.NONE, torch_name="", ml_dtypes_name="float6_e3m2fn")
 # NVFP4's block scale: E4M3FN's positive half (no library has it as a scalar type of its own).
-UE4M3 = Fp8Format(name="ue4m3", bits=7, exp_bits=4, man_bits=3, bias=_ieee_bias(4), signed=False,
+UE4M3 = FloatFormat(name="ue4m3", bits=7, exp_bits=4, man_bits=3, bias=_ieee_bias(4), signed=False,
                   nan_rule=NanRule.FN, torch_name="", ml_dtypes_name="")
 
-# The 8-bit formats torch has as dtypes (the exhaustive cast conformance and the profile run them).
-FORMATS: dict[str, Fp8Format] = {f.name: f for f in (E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ, E8M0FNU)}
-# The four element formats with a sign and a mantissa (what training casts to).
-FP8_FORMATS: tuple[Fp8Format, ...] = (E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ)
-# Narrower than a byte: FP4/FP6 MX elements and NVFP4's scale.
-NARROW_FORMATS: dict[str, Fp8Format] = {f.name: f for f in (E2M1FN, E2M3FN, E3M2FN, UE4M3)}
-# What an MX block may hold (OCP MX v1.0 MXFP8/MXFP6/MXFP4).
-MX_ELEMENT_FORMATS: tuple[Fp8Format, ...] = (E4M3FN, E5M2, E2M3FN, E3M2FN, E2M1FN)
-# Every format get_format knows, by name.
-KNOWN_FORMATS: dict[str, Fp8Format] = {**FORMATS, **NARROW_FORMATS}
+# Every format, by name: the one registry. Subsets are asked for by property with ``select``.
+FORMATS: dict[str, FloatFormat] = {
+    f.name: f for f in (E4M3FN, E5M2, E4M3FNUZ, E5M2FNUZ, E8M0FNU, E2M1FN, E2M3FN, E3M2FN, UE4M3)
+}
 
 
-def get_format(fmt: str | Fp8Format) -> Fp8Format:
+def select(**conditions: object) -> tuple[FloatFormat, ...]:
+    """The formats (in ``FORMATS`` order) whose properties have the given values, e.g.
+    ``select(has_torch_dtype=True)`` (the five 8-bit formats torch has dtypes for),
+    ``select(bits=8, signed=True)`` (the FP8 element formats), ``select(narrow=True)`` (FP4, FP6,
+    UE4M3), ``select(mx_element=True)`` (what an OCP MX block may hold)."""
+    unknown = sorted(k for k in conditions if not hasattr(E4M3FN, k))
+    if unknown:
+        raise ValueError(f"conditions: expected properties of a FloatFormat, got {unknown}")
+    return tuple(f for f in FORMATS.values() if all(getattr(f, k) == v for k, v in conditions.items()))
+
+
+def get_format(fmt: str | FloatFormat) -> FloatFormat:
     """Look a format up by name (``"e4m3fn"``, ``"float8_e4m3fn"``, ``"float4_e2m1fn"``), or pass
     one through."""
-    if isinstance(fmt, Fp8Format):
+    if isinstance(fmt, FloatFormat):
         return fmt
     if isinstance(fmt, str):
         key = re.sub(r"^float[468]_", "", fmt.lower().removeprefix("torch."))
-        if key in KNOWN_FORMATS:
-            return KNOWN_FORMATS[key]
-        raise ValueError(f"fmt: expected one of {sorted(KNOWN_FORMATS)}, got {fmt!r}")
-    raise TypeError(f"fmt: expected an Fp8Format or a format name, got {type(fmt).__name__}")
+        if key in FORMATS:
+            return FORMATS[key]
+        raise ValueError(f"fmt: expected one of {sorted(FORMATS)}, got {fmt!r}")
+    raise TypeError(f"fmt: expected a FloatFormat or a format name, got {type(fmt).__name__}")
 
 
-def formats_table(formats: Iterable[Fp8Format] = KNOWN_FORMATS.values()) -> str:
+def formats_table(formats: Iterable[FloatFormat] = FORMATS.values()) -> str:
     """A plain-text table of the derived constants (for ``python -m fp8ref formats``)."""
     cols = ["name", "bits", "exp_bits", "man_bits", "bias", "has_inf", "has_negative_zero", "max",
             "min_normal", "min_subnormal", "eps", "nan_codes"]

@@ -8,9 +8,9 @@ from collections.abc import Callable
 
 import torch
 
-from .codec import encode
-from .formats import FP8_FORMATS, get_format
-from .validate import instance, positive_int
+from ..reference.codec import encode
+from ..reference.formats import get_format, select
+from ..reference.validate import instance, positive_int
 
 __all__ = ["best_time", "device_time", "codec_throughput", "PEAK_TFLOPS", "peak_tflops", "LLM_GEMM_SHAPES",
            "gemm_tflops", "scaled_mm_vs_bf16"]
@@ -86,11 +86,11 @@ def device_time(fn: Callable[[], object], iters: int = 20, repeat: int = 5, warm
     return best
 
 
-def codec_throughput(n: int = 1 << 24, formats=FP8_FORMATS, repeat: int = 5, device: str = "cpu",
+def codec_throughput(n: int = 1 << 24, formats=None, repeat: int = 5, device: str = "cpu",
                      seed: int = 0) -> list[dict]:
     """Encode ``n`` float32 values with the codec and with torch's native cast, per format.
 
-    Returns one row per format: seconds for each, elements/s, and ``ratio`` = codec throughput /
+    ``formats`` defaults to the FP8 element formats. Returns one row per format: seconds for each, elements/s, and ``ratio`` = codec throughput /
     native throughput (1.0 = as fast as the native cast). Both are timed in the same run,
     alternating, so machine noise hits both alike.
     """
@@ -98,7 +98,7 @@ def codec_throughput(n: int = 1 << 24, formats=FP8_FORMATS, repeat: int = 5, dev
     gen = torch.Generator().manual_seed(seed)
     x = (torch.randn(n, generator=gen) * 64).to(device)
     rows = []
-    for fmt in map(get_format, formats):
+    for fmt in map(get_format, select(bits=8, signed=True) if formats is None else formats):
         dtype = fmt.torch_dtype()
         if dtype is None:
             continue

@@ -5,7 +5,7 @@ v0.18): ``codes = fp8(clamp(float32(x) * scale, -max, max))``; ``dequantize`` is
 ``decode(codes) / scale`` (in float32, then to the requested dtype). MX uses the same path with
 ``scale = 2^-e``, i.e. the elements are ``x / X`` for the block's E8M0 scale ``X = 2^e``; the
 elements may be FP8, FP6 or FP4 (codes one per byte; ``codec.pack_fp4`` packs FP4 pairs). NVFP4
-has a scale of its own kind: see ``fp8ref.nvfp4``.
+has a scale of its own kind: see ``fp8ref.reference.nvfp4``.
 
 By default the FP8 codes come from fp8ref's codec. ``cast="native"`` uses torch's own
 ``Tensor.to(torch.float8_*)`` instead, for speed or to reproduce torchao end to end; it is only
@@ -19,11 +19,11 @@ import dataclasses
 import torch
 
 from .codec import Rounding, decode, encode
-from .formats import E8M0FNU, Fp8Format, get_format
+from .formats import E8M0FNU, FloatFormat, get_format
 from .scaling import EPS, Granularity, Kind, compute_scale, expand_scale, tensorwise
 from .validate import Choice, choice, instance, positive_finite, tensor
 
-__all__ = ["Cast", "Fp8Data", "quantize", "dequantize", "quantize_with_scale"]
+__all__ = ["Cast", "Quantized", "quantize", "dequantize", "quantize_with_scale"]
 
 
 class Cast(Choice):
@@ -34,8 +34,8 @@ class Cast(Choice):
 
 
 @dataclasses.dataclass(frozen=True)
-class Fp8Data:
-    """FP8 codes plus what it takes to read them back.
+class Quantized:
+    """Quantized codes (FP8, FP6 or FP4 elements) plus what it takes to read them back.
 
     codes: uint8, the shape of the original tensor. scale: float32 per scaling group (torchao
     convention: multiplied on quantize). granularity, fmt, orig_dtype: as quantized.
@@ -44,7 +44,7 @@ class Fp8Data:
     codes: torch.Tensor
     scale: torch.Tensor
     granularity: Granularity
-    fmt: Fp8Format
+    fmt: FloatFormat
     orig_dtype: torch.dtype
 
     @property
@@ -71,7 +71,7 @@ class Fp8Data:
         return dequantize(self, dtype)
 
 
-def _cast(y: torch.Tensor, fmt: Fp8Format, cast: Cast, rounding: Rounding) -> torch.Tensor:
+def _cast(y: torch.Tensor, fmt: FloatFormat, cast: Cast, rounding: Rounding) -> torch.Tensor:
     if cast == Cast.CODEC:
         return encode(y, fmt, saturate=True, rounding=rounding)
     if rounding != Rounding.RNE:
@@ -82,9 +82,9 @@ def _cast(y: torch.Tensor, fmt: Fp8Format, cast: Cast, rounding: Rounding) -> to
     return y.to(dtype).view(torch.uint8)
 
 
-def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: str | Fp8Format,
+def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: str | FloatFormat,
                         granularity: Granularity | None = None, *, cast: Cast | str = Cast.CODEC,
-                        rounding: Rounding | str = Rounding.RNE) -> Fp8Data:
+                        rounding: Rounding | str = Rounding.RNE) -> Quantized:
     """Quantize with a given scale (static or delayed scaling). ``scale``: positive and finite,
     shaped per group (``scaling.scale_shape``; one value for tensorwise). ``rounding``: the codec's
     rounding mode (``rne``, ``rtz``, ``sr`` from torch's default generator, so
@@ -93,7 +93,7 @@ def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: str | Fp8Form
     return _quantize_with_scale(x, scale, fmt, granularity, cast=cast, rounding=rounding)
 
 
-def _quantize_with_scale(x, scale, fmt, granularity=None, *, cast=Cast.CODEC, rounding=Rounding.RNE) -> Fp8Data:
+def _quantize_with_scale(x, scale, fmt, granularity=None, *, cast=Cast.CODEC, rounding=Rounding.RNE) -> Quantized:
     """quantize_with_scale without the scale check: current scaling's scale may be NaN or 0 for a
     group holding NaN or inf (see ``scaling``), and that is its documented result."""
     fmt = get_format(fmt)
@@ -110,20 +110,20 @@ def _quantize_with_scale(x, scale, fmt, granularity=None, *, cast=Cast.CODEC, ro
         # FP4/FP6 have no NaN: a group whose scale is NaN (its amax was) carries it in the scale
         # and writes code 0; a NaN under a finite scale stays NaN and the codec refuses it
         y = y.masked_fill(torch.isnan(s), 0.0)
-    return Fp8Data(_cast(y, fmt, cast, rounding), scale.to(torch.float32), g, fmt, x.dtype)
+    return Quantized(_cast(y, fmt, cast, rounding), scale.to(torch.float32), g, fmt, x.dtype)
 
 
-def quantize(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity | None = None, *,
+def quantize(x: torch.Tensor, fmt: str | FloatFormat, granularity: Granularity | None = None, *,
              pow2: bool = False, eps: float = EPS, margin: int = 0, cast: Cast | str = Cast.CODEC,
-             rounding: Rounding | str = Rounding.RNE) -> Fp8Data:
+             rounding: Rounding | str = Rounding.RNE) -> Quantized:
     """Current scaling: compute the scale from ``x`` itself, then quantize."""
     g = granularity if granularity is not None else tensorwise()
     scale = compute_scale(x, fmt, g, pow2=pow2, eps=eps, margin=margin)
     return _quantize_with_scale(x, scale, fmt, g, cast=cast, rounding=rounding)
 
 
-def dequantize(q: Fp8Data, dtype: torch.dtype | None = None) -> torch.Tensor:
+def dequantize(q: Quantized, dtype: torch.dtype | None = None) -> torch.Tensor:
     """``decode(codes) / scale`` in float32, then ``dtype`` (default: the original dtype)."""
-    instance(q, Fp8Data, "q", "an Fp8Data")
+    instance(q, Quantized, "q", "an Quantized")
     s = expand_scale(q.scale, q.granularity, q.codes.shape)
     return (q.values() / s).to(dtype or q.orig_dtype)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from .formats import E4M3FN, Fp8Format, get_format
+from .formats import E4M3FN, FloatFormat, get_format
 from .scaling import amax_to_scale, round_down_to_pow2
 from .validate import Choice, boolean, choice, instance, integer, positive_int, tensor
 
@@ -60,7 +60,7 @@ def _f32(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float32)
 
 
-def te_scale(amax: torch.Tensor, previous: torch.Tensor, fmt: str | Fp8Format = E4M3FN,
+def te_scale(amax: torch.Tensor, previous: torch.Tensor, fmt: str | FloatFormat = E4M3FN,
              margin: int = 0) -> torch.Tensor:
     """TransformerEngine's delayed-scaling scale, float32, elementwise over ``amax``.
 
@@ -92,7 +92,7 @@ def _check_amax(a) -> torch.Tensor:
     return a.detach().reshape(()).to(torch.float32)
 
 
-def _scale_or_keep(amax: torch.Tensor, previous: torch.Tensor, fmt: Fp8Format, margin: int = 0,
+def _scale_or_keep(amax: torch.Tensor, previous: torch.Tensor, fmt: FloatFormat, margin: int = 0,
                    pow2: bool = False, rule: ScaleRule = ScaleRule.TORCHAO) -> torch.Tensor:
     """A new scale from a positive finite amax, otherwise the previous scale (both rules)."""
     if rule == ScaleRule.TE:
@@ -112,7 +112,7 @@ class DelayedScaling:
     docstring); ``pow2`` rounds the scale down to a power of two after either rule.
     """
 
-    def __init__(self, fmt: str | Fp8Format = E4M3FN, history_len: int = 16, algo: AmaxAlgo | str = AmaxAlgo.MAX,
+    def __init__(self, fmt: str | FloatFormat = E4M3FN, history_len: int = 16, algo: AmaxAlgo | str = AmaxAlgo.MAX,
                  margin: int = 0, interval: int = 1, pow2: bool = False, rule: ScaleRule | str = ScaleRule.TE):
         self.fmt = get_format(fmt)
         positive_int(history_len, "history_len")
@@ -155,7 +155,7 @@ class TensorMeta:
     The history starts at ones and every scale at 1, as in that design.
     """
 
-    def __init__(self, window: int = 16, fmt: Fp8Format = E4M3FN, grad_fmt: Fp8Format = E4M3FN):
+    def __init__(self, window: int = 16, fmt: FloatFormat = E4M3FN, grad_fmt: FloatFormat = E4M3FN):
         self.fmt, self.grad_fmt = get_format(fmt), get_format(grad_fmt)
         self.amax_history = torch.ones(window, dtype=torch.float32)
         self.idx = 0
@@ -180,7 +180,7 @@ class TensorMeta:
 class Fp8State:
     """The delayed-scaling design's global state: enabled flag, step counter, metas keyed by weight identity."""
 
-    def __init__(self, update_interval: int = 16, fmt: Fp8Format = E4M3FN, grad_fmt: Fp8Format = E4M3FN):
+    def __init__(self, update_interval: int = 16, fmt: FloatFormat = E4M3FN, grad_fmt: FloatFormat = E4M3FN):
         positive_int(update_interval, "update_interval")
         self.update_interval = update_interval
         self.fmt, self.grad_fmt = get_format(fmt), get_format(grad_fmt)

@@ -56,7 +56,7 @@ import functools
 
 import torch
 
-from .formats import Fp8Format, NanRule, get_format
+from .formats import FloatFormat, NanRule, get_format
 from .validate import Choice, boolean, choice, instance, tensor
 
 __all__ = ["Rounding", "encode", "decode", "decode_table", "round_to_format", "pack_fp4", "unpack_fp4",
@@ -77,17 +77,17 @@ class Rounding(Choice):
 # decode
 # --------------------------------------------------------------------------------------------
 @functools.cache
-def _decode_table_cpu(fmt: Fp8Format) -> torch.Tensor:
+def _decode_table_cpu(fmt: FloatFormat) -> torch.Tensor:
     return torch.tensor(fmt.all_values(), dtype=torch.float32)
 
 
-def decode_table(fmt: str | Fp8Format, device: torch.device | str = "cpu") -> torch.Tensor:
+def decode_table(fmt: str | FloatFormat, device: torch.device | str = "cpu") -> torch.Tensor:
     """float32 value of each code (index = code; 2^bits of them), from the bit definition."""
     fmt = get_format(fmt)
     return _decode_table_cpu(fmt).to(device)
 
 
-def decode(codes: torch.Tensor, fmt: str | Fp8Format) -> torch.Tensor:
+def decode(codes: torch.Tensor, fmt: str | FloatFormat) -> torch.Tensor:
     """uint8 codes -> float32 values (exact: every value of these formats is a float32)."""
     fmt = get_format(fmt)
     tensor(codes, "codes", dtypes=(torch.uint8,))
@@ -115,7 +115,7 @@ def _round_up(q: torch.Tensor, rem: torch.Tensor, shift: torch.Tensor, rounding:
     return (rem > half) | ((rem == half) & ((q & 1) == 1))
 
 
-def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool, rounding: Rounding = Rounding.RNE,
+def _encode_exact(x: torch.Tensor, fmt: FloatFormat, saturate: bool, rounding: Rounding = Rounding.RNE,
                   rand: torch.Tensor | None = None) -> torch.Tensor:
     """float32 tensor -> uint8 codes by integer arithmetic on the float32 bits."""
     bits = x.contiguous().view(torch.int32).to(torch.int64)
@@ -186,7 +186,7 @@ def _encode_exact(x: torch.Tensor, fmt: Fp8Format, saturate: bool, rounding: Rou
 # encode: table fast paths, built from _encode_exact
 # --------------------------------------------------------------------------------------------
 @functools.cache
-def _table_16bit(fmt: Fp8Format, saturate: bool, dtype: torch.dtype) -> torch.Tensor:
+def _table_16bit(fmt: FloatFormat, saturate: bool, dtype: torch.dtype) -> torch.Tensor:
     """Codes of all 65,536 bit patterns of a 16-bit float dtype, indexed by pattern."""
     patterns = torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(dtype)
     return _encode_exact(patterns.float(), fmt, saturate)
@@ -205,7 +205,7 @@ def _f32_to_bf16_round_to_odd_bits(bits: torch.Tensor, out: torch.Tensor, tmp: t
     out.bitwise_or_(tmp)
 
 
-def _encode_f32_fast(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.Tensor:
+def _encode_f32_fast(x: torch.Tensor, fmt: FloatFormat, saturate: bool) -> torch.Tensor:
     table = _table_16bit(fmt, saturate, torch.bfloat16).to(x.device)
     bits = x.contiguous().view(torch.int32).reshape(-1)
     out = torch.empty(bits.shape, dtype=torch.uint8, device=x.device)
@@ -219,7 +219,7 @@ def _encode_f32_fast(x: torch.Tensor, fmt: Fp8Format, saturate: bool) -> torch.T
     return out.view(x.shape)
 
 
-def encode(x: torch.Tensor, fmt: str | Fp8Format, saturate: bool = False, *,
+def encode(x: torch.Tensor, fmt: str | FloatFormat, saturate: bool = False, *,
            rounding: Rounding | str = Rounding.RNE, generator: torch.Generator | None = None) -> torch.Tensor:
     """Round ``x`` to ``fmt`` and return its codes (uint8, one code per byte, low bits).
 
@@ -271,7 +271,7 @@ def unpack_fp4(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
 
 
-def round_to_format(x: torch.Tensor, fmt: str | Fp8Format, saturate: bool = False, *,
+def round_to_format(x: torch.Tensor, fmt: str | FloatFormat, saturate: bool = False, *,
                     rounding: Rounding | str = Rounding.RNE, generator: torch.Generator | None = None) -> torch.Tensor:
     """``decode(encode(x))``: x rounded to the format, as float32."""
     return decode(encode(x, fmt, saturate=saturate, rounding=rounding, generator=generator), fmt)

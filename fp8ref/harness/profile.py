@@ -7,7 +7,7 @@ for what the install accepts, ``torchao_compat`` for torchao's recipe table and 
 for the MLP) and writes down the answer. Invariants are asserted elsewhere; the profile holds what
 legitimately varies.
 
-Every probe is isolated: when the install refuses an operation (``fp8ref.refusals``), the keys of
+Every probe is isolated: when the install refuses an operation (``fp8ref.harness.refusals``), the keys of
 that probe read ``refused: Type: message`` and every other key is still collected, so an older
 or newer install yields a profile whose diff names what changed. An error that is not a refusal
 is a bug in fp8ref and propagates.
@@ -24,10 +24,13 @@ from pathlib import Path
 
 import torch
 
-from . import install
-from .conformance import all_16bit_inputs, check_cast, torch_cast
-from .formats import FORMATS
-from .install import TORCHAO_RECIPES, device_kind, versions
+from ..reference.formats import select
+from ..reference.recipes import TORCHAO_RECIPES
+from . import install, probes
+from .cast_inputs import all_16bit_inputs
+from .conformance import check_cast
+from .implementations import torch_cast
+from .install import device_kind, versions
 from .profile_file import (  # noqa: F401 - the profile's file format, part of this module's API
     PROFILE_VERSION,
     TOLERANCES,
@@ -54,7 +57,7 @@ def _sha(*tensors: torch.Tensor) -> str:
 
 def _isolated(keys: list[str], probe) -> dict:
     """``probe()``'s keys, or each of ``keys`` set to the install's refusal when it refuses.
-    A bug (an error that is not a refusal) propagates: see ``fp8ref.refusals``."""
+    A bug (an error that is not a refusal) propagates: see ``fp8ref.harness.refusals``."""
     ok, result = attempt(probe)
     return result if ok else {k: result for k in keys}
 
@@ -62,7 +65,7 @@ def _isolated(keys: list[str], probe) -> dict:
 # --- probes ---------------------------------------------------------------------------------
 def _probe_finfo() -> dict:
     out = {}
-    for fmt in FORMATS.values():
+    for fmt in select(has_torch_dtype=True):
         dtype = fmt.torch_dtype()
         if dtype is None:
             out[f"finfo.{fmt.name}"] = "missing"
@@ -81,7 +84,7 @@ def _probe_finfo() -> dict:
 
 def _probe_casts(device: str) -> dict:
     out = {}
-    for fmt in FORMATS.values():
+    for fmt in select(has_torch_dtype=True):
         impl = torch_cast(fmt, device)
         if impl is None:
             out[f"cast.{fmt.name}"] = "missing"
@@ -106,11 +109,11 @@ def _probe_casts(device: str) -> dict:
 def _probe_scaled_mm(device: str) -> dict:
     """Which _scaled_mm configurations this device accepts (``ok`` or the install's refusal);
     where tensorwise runs, the accumulator's mantissa bits with fast accumulation off and on, and
-    what ``scale_result`` does to an FP8 output (``fp8ref.gemm_probes``)."""
+    what ``scale_result`` does to an FP8 output (``fp8ref.harness.gemm_probes``)."""
     from . import gemm_probes
 
-    out = {f"scaled_mm.{scaling}.{tag}": install.scaled_mm(scaling, dtype, device) or "ok"
-           for scaling in install.SCALED_MM_SCALINGS
+    out = {f"scaled_mm.{scaling}.{tag}": probes.scaled_mm_scaling(scaling, dtype, device) or "ok"
+           for scaling in probes.SCALED_MM_SCALINGS
            for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))}
     if out["scaled_mm.tensorwise.f32"] == "ok":
         for tag, fast in (("exact", False), ("fast", True)):
@@ -148,11 +151,11 @@ def exact_linear_problem(device: str = "cpu") -> tuple[torch.Tensor, torch.Tenso
 
 
 def _probe_torchao(device: str) -> dict:
-    missing = install.torchao_float8()
+    missing = probes.torchao_float8()
     if missing is not None:
         return {"torchao": missing.split(":", 1)[0] if missing.startswith("missing") else missing}
+    from ..reference.scaling import axiswise, tensorwise
     from . import torchao_compat as ao
-    from .scaling import axiswise, tensorwise
 
     out = {}
     for name in TORCHAO_RECIPES:
@@ -177,7 +180,7 @@ def _probe_torchao(device: str) -> dict:
         for name in TORCHAO_RECIPES:
             key = f"torchao.digest.float8linear.{name}"
             out.update(_isolated([key], lambda name=name, key=key: {
-                key: _sha(*install.run_torchao_linear(name, xe, we, ge))}))
+                key: _sha(*probes.run_torchao_linear(name, xe, we, ge))}))
     return out
 
 
@@ -185,8 +188,8 @@ def _probe_torchao_narrow(device: str) -> dict:
     """torchao's FP4/FP6 casts on every bfloat16 pattern (in-range mismatches against the codec;
     what NaN becomes, which no spec fixes), and digests of its MX FP4/FP6 and NVFP4 quantization
     of one fixed input (a change in rounding, nibble order or the two-level scale changes them)."""
+    from ..reference.formats import select
     from . import torchao_compat as ao
-    from .formats import MX_ELEMENT_FORMATS
 
     out = {}
     for fmt in ("e2m1fn", "e2m3fn", "e3m2fn"):
@@ -201,7 +204,7 @@ def _probe_torchao_narrow(device: str) -> dict:
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn(32, 128, generator=gen) * torch.exp2(torch.randint(-8, 8, (32, 1), generator=gen).float())
          ).to(device)
-    for fmt in MX_ELEMENT_FORMATS[2:]:
+    for fmt in select(mx_element=True, narrow=True):
         for mode in ("floor", "rceil"):
             key = f"torchao.digest.mx.{fmt.name}.{mode}"
             out.update(_isolated([key], lambda fmt=fmt, mode=mode, key=key: {key: _sha(*ao.to_mx(x, fmt, 32, mode))}))
@@ -217,7 +220,7 @@ def _probe_torchao_narrow(device: str) -> dict:
 
 
 def _probe_emulated_mlp() -> dict:
-    """The MLP of ``fp8ref.mlp_problem`` trained with fp8ref's emulated FP8 (tensorwise): the loss at a few steps,
+    """The MLP of ``fp8ref.harness.mlp_problem`` trained with fp8ref's emulated FP8 (tensorwise): the loss at a few steps,
     rounded; what moves it is torch's matmul and optimizer, not torch's FP8 casts (compared
     within ``TOLERANCES``)."""
     from .mlp_problem import train_mlp
@@ -236,7 +239,7 @@ def _probe_emulated_mlp() -> dict:
 def _probe_special_casts(device: str) -> dict:
     """A few named inputs whose treatment varies: -0.0 in each format, E8M0's tie and zero."""
     out = {}
-    for fmt in FORMATS.values():
+    for fmt in select(has_torch_dtype=True):
         impl = torch_cast(fmt, device)
         if impl is None:
             continue

@@ -4,7 +4,7 @@ Written from NVIDIA's description of the format (Blackwell block-scaled NVFP4; "
 Language Models with NVFP4", NVIDIA 2025) with the float32 arithmetic order of torchao's
 ``prototype.mx_formats.nvfp4_tensor.nvfp4_quantize`` (v0.18), so the result is comparable
 bitwise. Nothing here calls torchao or a native float8 cast: the scale and element codes come
-from ``fp8ref.codec``.
+from ``fp8ref.reference.codec``.
 
 Scales here are *decode* scales (multiplied on dequantize), the convention of the format.
 

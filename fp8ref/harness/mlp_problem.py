@@ -1,12 +1,12 @@
 """A small training scenario: a 2-layer MLP regression, trained in float32 or with every matmul an
 emulated FP8 linear. fp8_parity.py's smoke check trained it; the behaviour profile pins its loss and
-a smoke test bounds FP8's loss gap on it. Harness, not reference: it only uses ``fp8ref.emulate``."""
+a smoke test bounds FP8's loss gap on it. Harness, not reference: it only uses ``fp8ref.reference.emulate``."""
 
 from __future__ import annotations
 
 import torch
 
-from .emulate import fp8_linear
+from ..reference.emulate import fp8_linear
 
 __all__ = ["mlp_regression_problem", "train_mlp"]
 

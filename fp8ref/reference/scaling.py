@@ -33,7 +33,7 @@ import dataclasses
 
 import torch
 
-from .formats import E8M0FNU, Fp8Format, get_format
+from .formats import E8M0FNU, FloatFormat, get_format
 from .validate import Choice, boolean, choice, instance, integer, positive_number, tensor
 
 __all__ = [
@@ -87,7 +87,7 @@ class Granularity:
     torchao's ``axiswise_dim``); ``tile`` (1 x ``size`` along the last dim); ``block``
     (``size`` x ``size`` over the last two dims); ``mx`` (1 x ``size`` along the last dim with a
     power-of-two E8M0 scale, ``mx_mode`` ``floor`` or ``rceil``); ``nvfp4`` (1 x 16 with a UE4M3
-    scale, ``two_level`` adding a per-tensor one: quantized by ``fp8ref.nvfp4``, not ``quantize``).
+    scale, ``two_level`` adding a per-tensor one: quantized by ``fp8ref.reference.nvfp4``, not ``quantize``).
     """
 
     kind: Kind
@@ -158,7 +158,7 @@ def mx(block_size: int = 32, mode: MxMode | str = MxMode.FLOOR) -> Granularity:
 
 def nvfp4(two_level: bool = True) -> Granularity:
     """NVFP4: 1 x 16 along the last dim, UE4M3 block scales, with a per-tensor scale when
-    ``two_level`` (see ``fp8ref.nvfp4``)."""
+    ``two_level`` (see ``fp8ref.reference.nvfp4``)."""
     return Granularity(Kind.NVFP4, size=16, two_level=two_level)
 
 
@@ -202,7 +202,7 @@ def round_down_to_pow2(scale: torch.Tensor) -> torch.Tensor:
     return torch.where(finite_pos, p, scale)
 
 
-def amax_to_scale(amax_: torch.Tensor, fmt: str | Fp8Format, *, pow2: bool = False, eps: float = EPS,
+def amax_to_scale(amax_: torch.Tensor, fmt: str | FloatFormat, *, pow2: bool = False, eps: float = EPS,
                   margin: int = 0) -> torch.Tensor:
     """torchao's formula (float64 intermediate, eps clamp), TE's margin, optional pow2 rounding down.
     ``amax`` is an absolute maximum: negative values are refused; NaN and inf give the documented
@@ -219,7 +219,7 @@ def amax_to_scale(amax_: torch.Tensor, fmt: str | Fp8Format, *, pow2: bool = Fal
     return round_down_to_pow2(s) if pow2 else s
 
 
-def mx_scale_exponent(amax_: torch.Tensor, fmt: str | Fp8Format, mode: MxMode | str = MxMode.FLOOR) -> torch.Tensor:
+def mx_scale_exponent(amax_: torch.Tensor, fmt: str | FloatFormat, mode: MxMode | str = MxMode.FLOOR) -> torch.Tensor:
     """The unbiased exponent e of the MX block scale X = 2^e (float32; NaN for non-finite amax)."""
     _check_tensor(amax_, "amax")
     fmt = get_format(fmt)
@@ -237,7 +237,7 @@ def mx_scale_exponent(amax_: torch.Tensor, fmt: str | Fp8Format, mode: MxMode | 
     return torch.where(ok, e, torch.full_like(e, float("nan"))).to(torch.float32)
 
 
-def compute_scale(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity = None, *,
+def compute_scale(x: torch.Tensor, fmt: str | FloatFormat, granularity: Granularity = None, *,
                   pow2: bool = False, eps: float = EPS, margin: int = 0) -> torch.Tensor:
     """Current (just-in-time) scaling: the scale for ``x`` itself, shaped like ``amax``.
 
@@ -246,7 +246,7 @@ def compute_scale(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularit
     """
     g = _check_granularity(granularity if granularity is not None else tensorwise())
     if g.kind == Kind.NVFP4:
-        raise ValueError("granularity: NVFP4 scales are UE4M3 decode scales; use fp8ref.nvfp4.quantize")
+        raise ValueError("granularity: NVFP4 scales are UE4M3 decode scales; use fp8ref.reference.nvfp4.quantize")
     a = amax(x, g)
     if g.kind == Kind.MX:
         e = mx_scale_exponent(a, fmt, g.mx_mode)

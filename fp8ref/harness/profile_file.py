@@ -1,6 +1,6 @@
 """The behaviour profile's file format: write, read (with clear errors for what is not a
 profile), and compare two profiles key by key. No torch: ``python -m fp8ref diff`` and scripts
-comparing two installs' profiles start in a fraction of a second. ``fp8ref.profile`` collects
+comparing two installs' profiles start in a fraction of a second. ``fp8ref.harness.profile`` collects
 profiles and re-exports these names.
 """
 
@@ -24,7 +24,7 @@ TOLERANCES = {"emulated_mlp.loss.": 0.02}
 
 
 def save(profile: dict, path: str | Path) -> None:
-    """Write a profile as JSON, whole or not at all (``fp8ref.atomic``)."""
+    """Write a profile as JSON, whole or not at all (``fp8ref.harness.atomic``)."""
     write_text(path, json.dumps(profile, indent=1, sort_keys=True) + "\n")
 
 

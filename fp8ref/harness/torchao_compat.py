@@ -4,7 +4,7 @@ torchao is imported lazily; everything here raises ImportError with the package'
 is missing. Written against torchao 0.17-0.18 (``torchao.float8``, ``prototype.mx_formats``).
 
 torchao names axiswise scaling by the dim of the operand *as it enters torch.mm*; fp8ref lays
-every GEMM operand out contraction-last (``fp8ref.recipes``), where the same scaling is always
+every GEMM operand out contraction-last (``fp8ref.reference.recipes``), where the same scaling is always
 ``axiswise(-1)``. ``recipe_table`` translates.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from .formats import Fp8Format, get_format
+from ..reference.formats import FloatFormat, get_format
+from ..reference.scaling import Granularity
 from .install import require
-from .scaling import Granularity
 
 __all__ = ["require_torchao", "recipe_table", "tensor_to_scale", "dynamic_cast", "to_mx", "mx_dequantize",
            "mx_default_modes", "mx_tensor_dequantize", "narrow_cast", "narrow_decode", "pack_uint4",
@@ -76,7 +76,7 @@ def _granularity_args(granularity: Granularity):
     raise ValueError(f"granularity: torchao.float8 scales tensorwise or axiswise, got {granularity}")
 
 
-def tensor_to_scale(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity, pow2: bool) -> torch.Tensor:
+def tensor_to_scale(x: torch.Tensor, fmt: str | FloatFormat, granularity: Granularity, pow2: bool) -> torch.Tensor:
     """torchao's ``float8_utils.tensor_to_scale``."""
     require_torchao()
     from torchao.float8.float8_utils import tensor_to_scale as ao_tensor_to_scale
@@ -86,7 +86,7 @@ def tensor_to_scale(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granular
                               round_scales_to_power_of_2=pow2)
 
 
-def dynamic_cast(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity,
+def dynamic_cast(x: torch.Tensor, fmt: str | FloatFormat, granularity: Granularity,
                  pow2: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """torchao's ``hp_tensor_to_float8_dynamic``: (uint8 codes, scale)."""
     require_torchao()
@@ -99,7 +99,7 @@ def dynamic_cast(x: torch.Tensor, fmt: str | Fp8Format, granularity: Granularity
     return t._data.view(torch.uint8), t._scale
 
 
-def to_mx(x: torch.Tensor, fmt: str | Fp8Format, block_size: int = 32,
+def to_mx(x: torch.Tensor, fmt: str | FloatFormat, block_size: int = 32,
           mode: str = "floor") -> tuple[torch.Tensor, torch.Tensor]:
     """torchao's ``prototype.mx_formats.mx_tensor.to_mx``: (E8M0 scale codes, element codes;
     FP4 elements come packed two per byte, FP6 one per byte)."""
@@ -111,7 +111,7 @@ def to_mx(x: torch.Tensor, fmt: str | Fp8Format, block_size: int = 32,
     return scale.view(torch.uint8), data.view(torch.uint8)
 
 
-def _mx_elem_dtype(fmt: Fp8Format):
+def _mx_elem_dtype(fmt: FloatFormat):
     """What torchao's MX code calls an element format: a dtype, or a string for FP6."""
     if fmt.name == "e2m1fn":
         return torch.float4_e2m1fn_x2
@@ -120,7 +120,7 @@ def _mx_elem_dtype(fmt: Fp8Format):
     return fmt.torch_dtype()
 
 
-def mx_dequantize(codes: torch.Tensor, scale_codes: torch.Tensor, fmt: str | Fp8Format, block_size: int = 32,
+def mx_dequantize(codes: torch.Tensor, scale_codes: torch.Tensor, fmt: str | FloatFormat, block_size: int = 32,
                   dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """torchao's MX dequantization (``mx_tensor.to_dtype``) of element codes (..., K; FP4 packed,
     (..., K / 2)) with E8M0 scale codes (..., K / block_size)."""
@@ -133,7 +133,7 @@ def mx_dequantize(codes: torch.Tensor, scale_codes: torch.Tensor, fmt: str | Fp8
     return to_dtype(data, scale_codes.view(torch.float8_e8m0fnu), elem, block_size, dtype)
 
 
-def mx_tensor_dequantize(x: torch.Tensor, fmt: str | Fp8Format, block_size: int = 32, mode: str = "floor",
+def mx_tensor_dequantize(x: torch.Tensor, fmt: str | FloatFormat, block_size: int = 32, mode: str = "floor",
                          dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """``MXTensor.to_mx(x, elem, block_size, mode).dequantize(dtype)``."""
     require_torchao()
@@ -170,10 +170,10 @@ def mx_default_modes() -> dict[str, str]:
     return out
 
 
-def narrow_cast(fmt: str | Fp8Format):
+def narrow_cast(fmt: str | FloatFormat):
     """torchao's float32 -> unpacked FP4/FP6 helper as a conformance ``Implementation`` (bfloat16
     and float16 inputs go through float32, which is exact); None for other formats."""
-    from .conformance import Implementation
+    from .implementations import Implementation
 
     fmt = get_format(fmt)
     if fmt.name not in _NARROW_HELPERS:
@@ -185,7 +185,7 @@ def narrow_cast(fmt: str | Fp8Format):
     return Implementation(f"torchao.{fn.__name__}", torchao.__version__, lambda x: fn(x.float()).view(torch.uint8))
 
 
-def narrow_decode(codes: torch.Tensor, fmt: str | Fp8Format) -> torch.Tensor:
+def narrow_decode(codes: torch.Tensor, fmt: str | FloatFormat) -> torch.Tensor:
     """torchao's unpacked FP4/FP6 -> float32 helper."""
     fmt = get_format(fmt)
     require_torchao()

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from .codec import encode, pack_fp4
-from .formats import E8M0FNU, UE4M3
-from .validate import one_of, tensor
+from ..reference.codec import encode, pack_fp4
+from ..reference.formats import E8M0FNU, UE4M3
+from ..reference.validate import one_of, tensor
 
 __all__ = ["FP4_KINDS", "BLOCK", "SCALE_FORMAT", "to_blocked", "unit_scales", "blocked_scales", "scaled_mm"]
 

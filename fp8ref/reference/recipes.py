@@ -35,11 +35,11 @@ from __future__ import annotations
 import dataclasses
 
 from .codec import Rounding
-from .formats import E2M1FN, E4M3FN, E5M2, Fp8Format
+from .formats import E2M1FN, E4M3FN, E5M2, FloatFormat
 from .scaling import Granularity, axiswise, block, mx, nvfp4, tensorwise, tile
 from .validate import choice, one_of
 
-__all__ = ["OperandCast", "GemmRecipe", "LinearRecipe", "RECIPES", "FP4_RECIPES", "get_recipe", "HIGH_PRECISION"]
+__all__ = ["OperandCast", "GemmRecipe", "LinearRecipe", "RECIPES", "TORCHAO_RECIPES", "FP4_RECIPES", "get_recipe", "HIGH_PRECISION"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +47,7 @@ class OperandCast:
     """How one GEMM operand is cast. ``fmt=None`` keeps it in high precision. ``static_scale``
     (torchao convention: multiplied on quantize) replaces current scaling when set."""
 
-    fmt: Fp8Format | None
+    fmt: FloatFormat | None
     granularity: Granularity = dataclasses.field(default_factory=tensorwise)
     pow2: bool = False
     static_scale: float | None = None
@@ -84,6 +84,8 @@ class LinearRecipe:
     output: GemmRecipe
     grad_input: GemmRecipe
     grad_weight: GemmRecipe
+    # torchao's float8 training offers it under this name (Float8LinearConfig.from_recipe_name)
+    torchao: bool = False
 
     def describe(self) -> dict:
         """A flat, stable description: ``{"output.a": "e4m3fn tensorwise", ...}``."""
@@ -96,7 +98,7 @@ class LinearRecipe:
         return out
 
 
-def _rowwise(fmt: Fp8Format = E4M3FN) -> OperandCast:
+def _rowwise(fmt: FloatFormat = E4M3FN) -> OperandCast:
     return OperandCast(fmt, axiswise(-1), pow2=True)
 
 
@@ -110,18 +112,21 @@ RECIPES: dict[str, LinearRecipe] = {
         output=GemmRecipe(_op(E4M3FN), _op(E4M3FN), fast_accum=True),
         grad_input=GemmRecipe(_op(E5M2), _op(E4M3FN)),
         grad_weight=GemmRecipe(_op(E5M2), _op(E4M3FN)),
+        torchao=True,
     ),
     "rowwise": LinearRecipe(
         "rowwise",
         output=GemmRecipe(_rowwise(), _rowwise(), fast_accum=True),
         grad_input=GemmRecipe(_rowwise(), _rowwise()),
         grad_weight=GemmRecipe(_rowwise(), _rowwise()),
+        torchao=True,
     ),
     "rowwise_with_gw_hp": LinearRecipe(
         "rowwise_with_gw_hp",
         output=GemmRecipe(_rowwise(), _rowwise(), fast_accum=True),
         grad_input=GemmRecipe(_rowwise(), _op(E4M3FN, pow2=True)),
         grad_weight=GemmRecipe(HIGH_PRECISION, HIGH_PRECISION),
+        torchao=True,
     ),
     "blockwise": LinearRecipe(
         "blockwise",
@@ -156,8 +161,12 @@ RECIPES: dict[str, LinearRecipe] = {
 }
 
 
+# torchao's float8 training recipes (torchao 0.15-0.18), by name
+TORCHAO_RECIPES: tuple[str, ...] = tuple(name for name, r in RECIPES.items() if r.torchao)
 # the recipes whose elements are FP4 (coarser than any FP8 acceptance bound)
-FP4_RECIPES = ("mxfp4", "nvfp4")
+FP4_RECIPES: tuple[str, ...] = tuple(
+    name for name, r in RECIPES.items() if r.output.a.fmt is not None and r.output.a.fmt.bits == 4
+)
 
 
 def get_recipe(recipe: str | LinearRecipe) -> LinearRecipe:

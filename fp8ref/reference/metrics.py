@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from .formats import Fp8Format, get_format
+from .formats import FloatFormat, get_format
 from .validate import tensor
 
 __all__ = ["sqnr", "calc_diff", "max_rel_error", "ulp_distance"]
@@ -53,7 +53,7 @@ def max_rel_error(x: torch.Tensor, ref: torch.Tensor) -> float:
     return ((x - ref).abs()[nz] / ref.abs()[nz]).max().item() if bool(nz.any()) else 0.0
 
 
-def ulp_distance(a: torch.Tensor, b: torch.Tensor, fmt: str | Fp8Format) -> torch.Tensor:
+def ulp_distance(a: torch.Tensor, b: torch.Tensor, fmt: str | FloatFormat) -> torch.Tensor:
     """Number of representable steps between codes ``a`` and ``b`` of a signed format
     (+0 and -0 are the same point; NaN codes give -1)."""
     fmt = get_format(fmt)

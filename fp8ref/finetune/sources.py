@@ -1,0 +1,116 @@
+"""What a comparison trains: the model (the embedded preset, or a pretrained one opted into) and
+its batches (the embedded grammar corpus, wikitext, or a local file)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+import torch
+
+from ..harness.install import require
+from .config import LOCAL_BUILDERS, FinetuneConfig, ResourceUnavailable
+from .corpus import GRAMMAR, ByteTokenizer, grammar_dataset, pack
+from .presets import PRESETS
+
+__all__ = ["preset_model", "pretrained_tokenizer", "pretrained_model", "batches", "WIKITEXT"]
+
+WIKITEXT = ("Salesforce/wikitext", "wikitext-103-raw-v1")
+
+
+def preset_model(cfg: FinetuneConfig, vocab_size: int) -> torch.nn.Module:
+    """The preset's Qwen3ForCausalLM in bf16, random init under ``cfg.seed``."""
+    require("transformers", "the fine-tune comparison")
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    p = PRESETS[cfg.preset]
+    config = Qwen3Config(
+        vocab_size=vocab_size, hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
+        num_hidden_layers=cfg.layers, num_attention_heads=p.num_attention_heads,
+        num_key_value_heads=p.num_key_value_heads, head_dim=p.head_dim,
+        max_position_embeddings=max(4096, cfg.seq_len), rope_theta=1_000_000.0, rms_norm_eps=1e-6,
+        tie_word_embeddings=True, use_cache=False, attn_implementation=p.attention,
+    )
+    torch.manual_seed(cfg.seed)
+    return Qwen3ForCausalLM(config).to(torch.bfloat16)
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "~")) or os.path.isabs(name)
+
+
+def _from_pretrained(name: str, load):
+    """``load(name)`` for a hub id or a local directory, any failure turned into ResourceUnavailable."""
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"model: expected a hub id or a directory, got {name!r}")
+    path = os.path.expanduser(name)
+    if _looks_like_path(name) and not os.path.isdir(path):
+        raise ResourceUnavailable(f"--model {name!r}: no such directory")
+    try:
+        return load(path)
+    except Exception as exc:  # noqa: BLE001 - every loader failure gets the same clear message
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise ResourceUnavailable(
+            f"--model {name!r} could not be loaded ({type(exc).__name__}: {first}). If it is a hub id, this "
+            "machine may not reach the model hub (or HF_HUB_OFFLINE is set and it is not cached); pass a "
+            "local directory, or leave --model out to train the embedded preset."
+        ) from exc
+
+
+def pretrained_tokenizer(name: str):
+    require("transformers", "the fine-tune comparison")
+    from transformers import AutoTokenizer
+
+    tok = _from_pretrained(name, AutoTokenizer.from_pretrained)
+    if tok.eos_token_id is None:
+        raise ResourceUnavailable(f"--model {name!r}: its tokenizer has no eos_token_id to separate documents")
+    return tok
+
+
+def pretrained_model(name: str) -> torch.nn.Module:
+    """``AutoModelForCausalLM`` from a hub id or a local directory, in bf16."""
+    require("transformers", "the fine-tune comparison")
+    from transformers import AutoModelForCausalLM
+
+    return _from_pretrained(name, lambda path: AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16))
+
+
+def _texts(cfg: FinetuneConfig, n_tokens: int):
+    """``(texts, description, loss_floor)`` for the configured dataset."""
+    if cfg.dataset == "grammar":
+        # Byte-level: exactly n_tokens; a subword tokenizer needs more text for as many tokens.
+        ds = grammar_dataset(n_tokens if cfg.model is None else 8 * n_tokens, seed=cfg.seed)
+        floor = GRAMMAR.loss_floor() if cfg.model is None else None
+        return ds["text"], f"embedded grammar corpus (fp8ref.finetune.corpus, seed {cfg.seed})", floor
+    datasets = require("datasets", "the fine-tune comparison")
+    if cfg.dataset == "wikitext":
+        what = f"{WIKITEXT[0]} {WIKITEXT[1]} train"
+        loader = functools.partial(datasets.load_dataset, *WIKITEXT, split="train")
+    else:  # a local file, checked by FinetuneConfig.resolved
+        builder = LOCAL_BUILDERS[Path(cfg.dataset).suffix]
+        what = f"{cfg.dataset} ({builder})"
+        loader = functools.partial(datasets.load_dataset, builder, data_files=cfg.dataset, split="train")
+    try:
+        ds = loader()
+    except Exception as exc:  # noqa: BLE001 - every loader failure gets the same clear message
+        raise ResourceUnavailable(
+            f"--dataset {cfg.dataset!r} could not be loaded ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}). This machine may not reach the dataset hub "
+            "(or HF_DATASETS_OFFLINE is set and it is not cached); pass a local file, or leave --dataset "
+            "out to use the embedded grammar corpus."
+        ) from exc
+    if "text" not in ds.column_names:
+        raise ValueError(f"dataset: {what} has no 'text' column (columns: {ds.column_names})")
+    return (t for t in ds["text"] if t and t.strip()), what, None
+
+
+def batches(cfg: FinetuneConfig, tokenizer) -> tuple[torch.Tensor, str, float | None]:
+    need = cfg.steps * cfg.batch * cfg.seq_len
+    texts, what, floor = _texts(cfg, need)
+    if isinstance(tokenizer, ByteTokenizer):
+        encode = tokenizer.encode
+    else:
+        def encode(text: str) -> list[int]:
+            return tokenizer(text, add_special_tokens=False)["input_ids"]
+    return pack(texts, encode, tokenizer.eos_token_id, cfg.steps, cfg.batch, cfg.seq_len), what, floor

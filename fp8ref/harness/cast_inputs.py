@@ -1,0 +1,82 @@
+"""Inputs for cast conformance: every 16-bit pattern, and float32 values placed where rounding
+can go wrong for a given format (every value, every midpoint, one ulp either side, the overflow
+boundary, the subnormal range, specials)."""
+
+from __future__ import annotations
+
+import torch
+
+from ..reference.formats import FloatFormat, get_format
+
+__all__ = ["all_16bit_inputs", "float32_structured_inputs", "f32_bits", "f32_from_bits"]
+
+
+def all_16bit_inputs(dtype: torch.dtype) -> torch.Tensor:
+    """All 65,536 bit patterns of bfloat16 or float16, in pattern order."""
+    if dtype not in (torch.bfloat16, torch.float16):
+        raise TypeError(f"dtype: expected torch.bfloat16 or torch.float16, got {dtype}")
+    return torch.arange(1 << 16, dtype=torch.int32).to(torch.int16).view(dtype)
+
+
+def f32_bits(x: torch.Tensor) -> torch.Tensor:
+    return x.contiguous().view(torch.int32)
+
+
+def f32_from_bits(bits: torch.Tensor) -> torch.Tensor:
+    return bits.to(torch.int32).view(torch.float32)
+
+
+def float32_structured_inputs(fmt: str | FloatFormat) -> dict[str, torch.Tensor]:
+    """float32 inputs that pin rounding at every place it can go wrong, by name:
+
+    - ``representable``: every finite value of the format (both signs);
+    - ``midpoints``: every midpoint between neighbouring finite values (ties: the even one wins);
+    - ``midpoints_pm_ulp``: one float32 ulp below and above each midpoint (no longer ties);
+    - ``overflow_boundary``: max, the midpoint above max (rounds to max or overflows by RNE),
+      one ulp either side, and a ladder of values up to float32 max;
+    - ``subnormal_range``: a dense grid from 0 to twice min normal, plus values around half
+      of min subnormal (where rounding to zero stops);
+    - ``specials``: +-0, +-inf, NaNs with various payloads, float32 subnormals and extremes.
+    """
+    fmt = get_format(fmt)
+    vals = torch.tensor(fmt.all_values(), dtype=torch.float64)
+    finite = vals[torch.isfinite(vals)]
+    pos = torch.unique(finite[finite >= 0])  # sorted
+    if fmt.has_zero and pos[0] != 0:
+        raise AssertionError("zero missing from a format that has it")
+    mids = (pos[1:] + pos[:-1]) / 2  # exact in float64, and representable in float32
+    mids32 = mids.float()
+    mids_bits = f32_bits(mids32)
+    below = f32_from_bits(mids_bits - 1)
+    above = f32_from_bits(mids_bits + 1)
+    top = pos[-1]
+    ulp_top = top - pos[-2]
+    over_mid = torch.tensor([top + ulp_top / 2], dtype=torch.float64).float()
+    boundary = torch.cat([
+        torch.tensor([top], dtype=torch.float32),
+        over_mid,
+        f32_from_bits(f32_bits(over_mid) - 1),
+        f32_from_bits(f32_bits(over_mid) + 1),
+        torch.tensor([float(top + ulp_top), float(top) * 2, float(top) * 1000, 3.4028234663852886e38]).float(),
+    ])
+    tiny = fmt.min_subnormal
+    sub = torch.linspace(0, 2 * fmt.min_normal, 4097, dtype=torch.float64).float()
+    half_tiny = torch.tensor([tiny / 2], dtype=torch.float64).float()
+    sub = torch.cat([sub, half_tiny, f32_from_bits(f32_bits(half_tiny) - 1),
+                     f32_from_bits(f32_bits(half_tiny) + 1), torch.tensor([tiny / 4, tiny * 0.75])])
+    specials = f32_from_bits(torch.tensor([
+        0x00000000, 0x7F800000, 0x7FC00000, 0x7F800001, 0x7FFFFFFF, 0x7FA00000,
+        0x00000001, 0x00400000, 0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0x3F800000, 0x3F800001,
+    ], dtype=torch.int64))
+
+    def both_signs(t: torch.Tensor) -> torch.Tensor:
+        return torch.cat([t, -t])
+
+    return {
+        "representable": both_signs(pos.float()),
+        "midpoints": both_signs(mids32),
+        "midpoints_pm_ulp": both_signs(torch.cat([below, above])),
+        "overflow_boundary": both_signs(boundary),
+        "subnormal_range": both_signs(sub.float()),
+        "specials": both_signs(specials),
+    }

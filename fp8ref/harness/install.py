@@ -1,0 +1,146 @@
+"""The install under test: what it is (Python, torch, torchao, ml_dtypes, CUDA, device, CPU
+features) and which optional packages it has. What it can *do* is asked in ``probes``."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+import importlib.util
+import platform
+
+import torch
+
+from ..reference.validate import one_of
+
+__all__ = [
+    "EXTRAS",
+    "MissingPackage",
+    "has_package",
+    "needs_package",
+    "require",
+    "package_version",
+    "versions",
+    "versions_line",
+    "device_kind",
+    "cpu_features",
+    "one_thread",
+]
+
+# CPU features that decide torch's CPU _scaled_mm backend: with AMX, torch calls oneDNN's FP8
+# matmul, which without a JIT kernel for the CPU runs oneDNN's reference implementation (about
+# 700x slower than a bfloat16 matmul, measured on a Xeon with AMX-BF16/INT8 but no AMX-FP16);
+# without, it dequantizes and multiplies in float32.
+_CPU_FLAGS = ("avx512_fp16", "avx512_bf16", "amx_bf16", "amx_int8", "amx_fp16")
+
+
+# Optional packages by import name -> the extra of pyproject.toml that installs them.
+EXTRAS = {
+    "torchao": "test", "ml_dtypes": "test", "hypothesis": "test", "numpy": "test", "pytest_benchmark": "test",
+    "transformers": "finetune", "datasets": "finetune", "matplotlib": "finetune", "tqdm": "finetune",
+}
+_PIP_NAMES = {"ml_dtypes": "ml-dtypes", "pytest_benchmark": "pytest-benchmark"}
+
+
+class MissingPackage(ImportError):
+    """An optional package is not installed; the message names it and the extra that brings it."""
+
+
+def has_package(pkg: str) -> bool:
+    """Is ``pkg`` installed? (Found, not imported: a package that is installed but refuses to
+    import with this torch is the install's answer, reported by the capability probes.)"""
+    return importlib.util.find_spec(pkg) is not None
+
+
+def needs_package(pkg: str, what: str = "this") -> str:
+    """The one wording for a missing optional package: what needs it and how to install it."""
+    one_of(pkg, sorted(EXTRAS), "pkg")
+    return (f"{what} needs package {_PIP_NAMES.get(pkg, pkg)}, which is not installed "
+            f"(pip install -e '.[{EXTRAS[pkg]}]')")
+
+
+def require(pkg: str, what: str = "this"):
+    """Import and return optional package ``pkg``, or raise ``MissingPackage`` saying so."""
+    if not has_package(pkg):
+        raise MissingPackage(needs_package(pkg, what))
+    return importlib.import_module(pkg)
+
+
+def package_version(pkg: str) -> str | None:
+    """``pkg.__version__``, or None when it is absent or fails to import."""
+    if importlib.util.find_spec(pkg) is None:
+        return None
+    try:
+        return importlib.import_module(pkg).__version__
+    except Exception:  # noqa: BLE001 - installed but unimportable: reported by torchao_float8()
+        return None
+
+
+def device_kind(device: str = "cpu") -> str:
+    """``cpu`` or ``cuda-smXY``: the key a golden profile is pinned under. A ValueError names what
+    is wrong with ``device``: not cpu or cuda[:N], no CUDA here, or no such CUDA device."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}") from exc
+    if dev.type == "cpu":
+        return "cpu"
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device}: CUDA is not available here (torch {torch.__version__}, "
+                             f"CUDA build {torch.version.cuda or 'none'})")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise ValueError(f"device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        major, minor = torch.cuda.get_device_capability(dev)
+        return f"cuda-sm{major}{minor}"
+    raise ValueError(f"device: expected 'cpu' or 'cuda[:N]', got {device!r}")
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_features() -> str:
+    """The CPU flags (of ``_CPU_FLAGS``) this machine has, space-separated; '' when none or unknown."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    have = set(line.split(":", 1)[1].split())
+                    return " ".join(x for x in _CPU_FLAGS if x in have)
+    except OSError:
+        pass
+    return ""
+
+
+def versions(device: str = "cpu") -> dict:
+    """What produced a result: Python, torch, torchao, ml_dtypes, CUDA, device kind and name."""
+    dev = torch.device(device)
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torchao": package_version("torchao"),
+        "ml_dtypes": package_version("ml_dtypes"),
+        "cuda": torch.version.cuda,
+        "device": device_kind(device),
+        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.machine(),
+        "cpu_features": cpu_features(),
+    }
+
+
+@contextlib.contextmanager
+def one_thread():
+    """torch with one intra-op thread inside the block: a summation order that does not depend
+    on the machine's core count."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(n)
+
+
+def versions_line() -> str:
+    """``torch X, torchao Y`` for messages (torchao 'not installed' or 'unimportable')."""
+    if importlib.util.find_spec("torchao") is None:
+        ao = "not installed"
+    else:
+        ao = package_version("torchao") or "unimportable"
+    return f"torch {torch.__version__}, torchao {ao}"

@@ -1,0 +1,135 @@
+"""What the install under test can do, each asked with the smallest call that exercises one
+capability (a dtype, a ``_scaled_mm`` scaling on a device, torchao's float8 training with one
+recipe).
+
+Each probe returns ``None`` when the call runs, or the install's answer as text: ``'missing: ...'``
+when a package or dtype is absent, ``'refused: Type: message'`` when the install raises
+(``fp8ref.harness.refusals`` says what counts). An error that is not a refusal (a bug) propagates.
+
+The behaviour profile records these answers, and the tests use the same answers to skip a test
+whose subject the install refuses. So a test skips only when the *minimal* call is refused, never
+because its own larger call failed: that is a failure. Answers are cached per process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+
+import torch
+
+from ..reference.formats import FloatFormat, get_format
+from ..reference.recipes import TORCHAO_RECIPES
+from ..reference.validate import instance, one_of
+from .install import device_kind
+from .refusals import attempt
+
+__all__ = ["SCALED_MM_SCALINGS", "torch_dtype", "scaled_mm_scaling", "torchao_float8", "torchao_recipe",
+           "run_torchao_linear"]
+
+# The scalings of torch._scaled_mm: per tensor, per row/column, DeepSeek-V3's 1x128 x 128x128
+# blocks (cuBLAS: sm90 only), MX 1x32 with E8M0 scales (sm100); and with FP4 operands, MXFP4
+# (1x32, E8M0) and NVFP4 (1x16, E4M3) (sm100).
+SCALED_MM_SCALINGS = ("tensorwise", "rowwise", "blockwise", "mx", "mxfp4", "nvfp4")
+
+
+@functools.cache
+def torch_dtype(fmt: str | FloatFormat) -> str | None:
+    """None when this torch has the format's dtype, else ``'missing: torch X has no float8_...'``."""
+    fmt = get_format(fmt)
+    if fmt.torch_dtype() is None:
+        return f"missing: torch {torch.__version__} has no {fmt.torch_name}"
+    return None
+
+
+@functools.cache
+def scaled_mm_scaling(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
+    """Does ``torch._scaled_mm`` take E4M3 operands with ``scaling`` scales on ``device``?
+
+    The call is the layout the backends document: A (M, K) row-major, B (K, N) column-major, dims
+    multiples of 16, scales of ones: float32 () (tensorwise); (M, 1) and (1, N) (rowwise);
+    (M, K/128) with strides (1, M) and (K/128, N/128) with strides (1, K/128) (blockwise: 1x128
+    for A, 128x128 for B, as torch's ScaledBlas.cpp checks them); E8M0 in cuBLAS's swizzled
+    layout, round_up(M, 128) x round_up(K/32, 4) (mx; all ones, so the swizzle does not matter);
+    mxfp4/nvfp4: FP4 operands and block scales as ``fp4_gemm.scaled_mm`` lays them out."""
+    one_of(scaling, SCALED_MM_SCALINGS, "scaling")
+    instance(out_dtype, torch.dtype, "out_dtype", "a torch.dtype")
+    device_kind(device)  # validates
+    if not hasattr(torch, "_scaled_mm"):
+        return f"missing: torch {torch.__version__} has no torch._scaled_mm"
+    if scaling in ("mxfp4", "nvfp4") and not hasattr(torch, "float4_e2m1fn_x2"):
+        return f"missing: torch {torch.__version__} has no float4_e2m1fn_x2"
+    M, K, N = (32, 64, 48) if scaling in ("tensorwise", "rowwise") else (128, 256, 128)
+
+    def call():
+        if scaling in ("mxfp4", "nvfp4"):
+            from . import fp4_gemm
+
+            codes = torch.full((M, K), 2, dtype=torch.uint8)  # E2M1 1.0
+            one = fp4_gemm.unit_scales(scaling, M, K)
+            return fp4_gemm.scaled_mm(scaling, codes, one, codes, one, out_dtype, device)
+        gen = torch.Generator().manual_seed(0)
+        a = torch.randn(M, K, generator=gen).to(torch.float8_e4m3fn).to(device)
+        b = torch.randn(N, K, generator=gen).to(torch.float8_e4m3fn).to(device).t()
+        if scaling == "tensorwise":
+            sa, sb = torch.tensor(1.0, device=device), torch.tensor(1.0, device=device)
+        elif scaling == "rowwise":
+            sa, sb = torch.ones(M, 1, device=device), torch.ones(1, N, device=device)
+        elif scaling == "blockwise":
+            sa = torch.ones(K // 128, M, device=device).t()
+            sb = torch.ones(N // 128, K // 128, device=device).t()
+        else:
+            e8m0 = torch.float8_e8m0fnu
+            sa = torch.ones(M * K // 32, device=device).to(e8m0)
+            sb = torch.ones(N * K // 32, device=device).to(e8m0)
+        return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
+
+    ok, result = attempt(call)
+    return None if ok else result
+
+
+@functools.cache
+def torchao_float8() -> str | None:
+    """None when ``torchao.float8`` imports, ``'missing: ...'`` when torchao is not installed,
+    ``'refused: ImportError: ...'`` when it is installed but does not import with this torch."""
+    if importlib.util.find_spec("torchao") is None:
+        return "missing: torchao is not installed"
+
+    def load():
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: F401
+
+    ok, result = attempt(load)
+    return None if ok else result
+
+
+def run_torchao_linear(recipe: str, x: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor,
+                       emulate: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """torchao's Float8Linear for ``recipe`` with ``weight`` (no bias), ``emulate=False`` running
+    ``torch._scaled_mm``: forward of ``x``, backward of ``grad``; (output, grad_input, grad_weight)."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    one_of(recipe, TORCHAO_RECIPES, "recipe")
+    lin = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False, dtype=weight.dtype, device=weight.device)
+    with torch.no_grad():
+        lin.weight.copy_(weight)
+    cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
+    m = convert_to_float8_training(torch.nn.Sequential(lin), config=cfg)
+    xi = x.detach().clone().requires_grad_()
+    y = m(xi)
+    y.backward(grad)
+    return y.detach(), xi.grad, m[0].weight.grad
+
+
+@functools.cache
+def torchao_recipe(recipe: str, device: str = "cpu") -> str | None:
+    """Does torchao's float8 training run ``recipe`` forward and backward through
+    ``torch._scaled_mm`` on ``device``? Asked with a bfloat16 Linear(64, 32) and 32 tokens."""
+    one_of(recipe, TORCHAO_RECIPES, "recipe")
+    missing = torchao_float8()
+    if missing is not None:
+        return missing
+    gen = torch.Generator().manual_seed(0)
+    x, w, g = (torch.randn(*s, generator=gen).to(torch.bfloat16).to(device) for s in ((32, 64), (32, 64), (32, 32)))
+    ok, result = attempt(lambda: run_torchao_linear(recipe, x, w, g))
+    return None if ok else result
