@@ -1,5 +1,5 @@
 """Suite-wide pytest configuration: the command-line options and the hypothesis profiles.
-Everything the suite does with them lives in tests/plugin.py."""
+What the suite does with them lives in tests/plugins/ (one plugin per job)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-pytest_plugins = ["tests.plugin"]
+pytest_plugins = ["tests.plugins.gating", "tests.plugins.fixtures", "tests.plugins.beside", "tests.plugins.summaries"]
 
 # --- hypothesis profiles -------------------------------------------------------------------
 try:

@@ -8,14 +8,14 @@ import pytest
 from fp8ref.__main__ import main
 from fp8ref.harness.bench import best_time, codec_throughput
 from fp8ref.reference.formats import FORMATS
-from tests.processes import fp8ref_main_each, main_each_report
+from tests.lane import fp8ref_main_each, main_each_report
 
 _GOLDEN = str(Path(__file__).resolve().parents[1] / "golden" / "cpu.json")
 _TRAINING = ("fp8ref.finetune.", "transformers", "torchao")
 
 
 def run_beside(folder):
-    """Fresh interpreters, run beside the tests (tests/plugin.py): ``formats`` with --verbose,
+    """Fresh interpreters, run beside the tests (tests/plugins/beside.py): ``formats`` with --verbose,
     then plain (what they imported, how each left the loggers); ``diff`` and ``--help`` (whether
     they imported torch)."""
     return {"formats": fp8ref_main_each({"verbose": ["--verbose", "formats"], "plain": ["formats"]}),
@@ -25,7 +25,7 @@ def run_beside(folder):
 
 @pytest.fixture
 def fresh(beside):
-    """``fresh(process)``: its report (tests/processes.py), every call in it having exited 0."""
+    """``fresh(process)``: its report (tests/lane.py), every call in it having exited 0."""
     def report(name: str) -> dict:
         out = main_each_report(beside(name))
         for call, (code, err, _) in out["calls"].items():

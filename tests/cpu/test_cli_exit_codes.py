@@ -10,7 +10,7 @@ import torch
 
 from fp8ref.__main__ import main
 from fp8ref.harness import atomic
-from tests.processes import fp8ref_cli
+from tests.lane import fp8ref_cli
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "cpu.json"
 
@@ -146,7 +146,7 @@ def test_a_plot_that_fails_to_save_leaves_no_png(monkeypatch, tmp_path):
 
 def run_beside(folder):
     """``python -m fp8ref`` as CI scripts call it, as processes of their own, run beside the tests
-    (tests/plugin.py); two of them import torch."""
+    (tests/plugins/beside.py); two of them import torch."""
     files = diff_inputs(folder)
     return {"formats": fp8ref_cli("formats"),
             "difference": fp8ref_cli("diff", str(files["good"]), str(files["other"])),

@@ -25,7 +25,7 @@ from fp8ref.finetune import (
 )
 from fp8ref.finetune.corpus import GRAMMAR
 from fp8ref.reference.recipes import TORCHAO_RECIPES
-from tests.processes import fp8ref_main_each, main_each_report
+from tests.lane import fp8ref_main_each, main_each_report
 
 pytestmark = pytest.mark.needs("transformers", "datasets")
 
@@ -35,7 +35,7 @@ LINEARS_PER_QWEN3_LAYER = 7  # q, k, v, o projections; gate, up, down of the Swi
 @pytest.fixture(scope="module")
 def tiny(finetune_tiny):
     """The comparison every test of it reads (tests that use it carry needs("torchao")), as its
-    JSON reads back: trained once per run, beside the other tests (tests/plugin.py)."""
+    JSON reads back: trained once per run, beside the other tests (tests/plugins/beside.py)."""
     return finetune_tiny
 
 
@@ -282,7 +282,7 @@ def test_cli_missing_model_directory_is_a_clear_error(capsys):
 def run_beside(folder):
     """The CLI asked for hub resources with the hub unreachable by construction (offline mode, set
     before anything imports huggingface_hub, and an empty cache), so no test touches the network on
-    any machine. One interpreter, run beside the tests (tests/plugin.py), runs both commands (the
+    any machine. One interpreter, run beside the tests (tests/plugins/beside.py), runs both commands (the
     imports are most of the cost)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(folder / "hf")}
     calls = {"model": ["finetune", "--no-progress", "--model", "Qwen/Qwen3-4B"],

@@ -1,5 +1,5 @@
-"""The suite's one gating rule (tests/plugin.py): what a missing or refusing package skips with;
-and the lane that runs processes beside the tests (tests/processes.py)."""
+"""The suite's one gating rule (tests/plugins/gating.py): what a missing or refusing package skips
+with; and the lane that runs processes beside the tests (tests/lane.py, tests/plugins/beside.py)."""
 
 import os
 import time
@@ -7,8 +7,8 @@ import time
 import pytest
 
 from fp8ref.harness import install, probes
-from tests import plugin
-from tests.processes import Lane, python_code
+from tests.lane import Lane, python_code
+from tests.plugins import gating
 
 
 class _Item:
@@ -23,14 +23,12 @@ class _Item:
     def get_closest_marker(self, name):
         return next(self.iter_markers(name), None)
 
-
 def _skip_reason(item) -> str | None:
     try:
-        plugin.pytest_runtest_setup(item)
+        gating.pytest_runtest_setup(item)
     except pytest.skip.Exception as exc:
         return str(exc)
     return None
-
 
 def test_a_missing_package_skips_naming_it_and_its_extra(monkeypatch):
     monkeypatch.setattr(install, "has_package", lambda pkg: pkg != "transformers")
@@ -39,19 +37,16 @@ def test_a_missing_package_skips_naming_it_and_its_extra(monkeypatch):
                                   "(pip install -e '.[finetune]')")
     assert _skip_reason(_Item(pytest.mark.needs("ml_dtypes").mark)) is None
 
-
 def test_a_torchao_that_does_not_import_skips_naming_the_versions(monkeypatch):
     monkeypatch.setattr(install, "has_package", lambda pkg: True)
     monkeypatch.setattr(probes, "torchao_float8", lambda: "refused: ImportError: cannot import name 'X'")
     reason = _skip_reason(_Item(pytest.mark.needs("torchao").mark))
     assert reason.startswith("torch ") and "cannot import torchao.float8: refused: ImportError" in reason
 
-
 def test_an_unregistered_package_is_an_error_not_a_skip():
     """needs() names only packages whose extra is known, so every skip can say how to install."""
     with pytest.raises(ValueError, match="pkg: expected one of"):
-        plugin.pytest_runtest_setup(_Item(pytest.mark.needs("no_such_package").mark))
-
+        gating.pytest_runtest_setup(_Item(pytest.mark.needs("no_such_package").mark))
 
 def test_the_lane_runs_its_processes_one_after_another_in_order(tmp_path):
     mark = tmp_path / "first"
@@ -69,7 +64,6 @@ def test_the_lane_runs_its_processes_one_after_another_in_order(tmp_path):
     finally:
         lane.close()
 
-
 def test_a_process_that_cannot_start_fails_its_reader_and_the_lane_goes_on(tmp_path):
     lane = Lane()
     try:
@@ -80,7 +74,6 @@ def test_a_process_that_cannot_start_fails_its_reader_and_the_lane_goes_on(tmp_p
         assert lane.result("after", timeout=60).stdout.strip() == "ran"
     finally:
         lane.close()
-
 
 def test_closing_the_lane_stops_the_running_process(tmp_path):
     pid_file = tmp_path / "pid"

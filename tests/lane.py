@@ -1,10 +1,10 @@
-"""Command lines the tests run as processes of their own, and the two ways they run.
+"""Command lines the tests run as processes of their own, and the two ways they run them.
 
 Each such process pays for its own interpreter and torch import (about 2 s of CPU), and the test
 that waits for one leaves its core idle. In a one-process run a ``Lane`` runs them all, one after
-another, on one core beside the tests (tests/plugin.py starts it when collection ends); under
-pytest-xdist a module's processes are ``Started`` together when its first test asks. Either way
-each test reads back the result it asserts on."""
+another, on one core beside the tests (tests/plugins/beside.py starts it when collection ends);
+under pytest-xdist a module's processes are ``Started`` together when its first test asks. Either
+way each test reads back the result it asserts on."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ import json
 import subprocess
 import sys
 import threading
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parent / "scripts"
 
 
 def fp8ref_cli(*args: str) -> list[str]:
@@ -20,33 +23,20 @@ def fp8ref_cli(*args: str) -> list[str]:
 
 
 def python_code(code: str, *args: str) -> list[str]:
-    """``python -c CODE ARGS`` with this interpreter."""
+    """``python -c CODE ARGS`` with this interpreter (for a line or two; longer code is a file in
+    tests/scripts/)."""
     return [sys.executable, "-c", code, *args]
 
 
-# ``main(argv)`` for each named argv in turn, in one fresh interpreter; then one JSON line: each
-# call's exit code (a SystemExit's too, as from --help), stderr and the levels of the loggers the
-# CLI quiets right after it, and the modules the process imported.
-_MAIN_EACH = """
-import contextlib, io, json, logging, sys
-from fp8ref.__main__ import _IMPORT_NOISE, main
-calls = {}
-for name, argv in json.loads(sys.argv[1]).items():
-    err = io.StringIO()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:
-            code = exc.code
-    calls[name] = [code, err.getvalue(), [logging.getLogger(n).level for n in _IMPORT_NOISE]]
-print(json.dumps({"calls": calls, "modules": sorted(sys.modules)}))
-"""
+def script(name: str, *args: str) -> list[str]:
+    """``python tests/scripts/NAME ARGS`` with this interpreter."""
+    return [sys.executable, str(SCRIPTS / name), *args]
 
 
 def fp8ref_main_each(calls: dict[str, list[str]]) -> list[str]:
     """A fresh interpreter that calls ``fp8ref.__main__.main`` with each argv of ``calls`` (name ->
     argv); read its report with ``main_each_report``."""
-    return python_code(_MAIN_EACH, json.dumps(calls))
+    return script("main_each.py", json.dumps(calls))
 
 
 def main_each_report(done: subprocess.CompletedProcess) -> dict:

@@ -1,0 +1,90 @@
+"""What a run observed, kept per run and printed at its end: implementation-defined outcomes
+(``record_observation``), throughput rows (``record_throughput``) and cast conformance reports
+(``record_cast_report``). Under pytest-xdist each worker sends its share to the controller, so
+the sections read the same with and without ``-n``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+_REPORTS_KEY = pytest.StashKey[list]()
+_OBSERVED_KEY = pytest.StashKey[dict]()
+_THROUGHPUT_KEY = pytest.StashKey[list]()
+_WORKER_KEY = "fp8ref_sections"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_REPORTS_KEY] = []
+    config.stash[_OBSERVED_KEY] = {}
+    config.stash[_THROUGHPUT_KEY] = []
+
+
+@pytest.fixture
+def record_throughput(request: pytest.FixtureRequest):
+    """Keep a throughput row (dict with a 'name') for the end-of-session table."""
+    return request.config.stash[_THROUGHPUT_KEY].append
+
+
+@pytest.fixture
+def record_observation(request: pytest.FixtureRequest):
+    """Note an implementation-defined outcome (key -> value) for the end-of-session summary."""
+    def record(key: str, value) -> None:
+        request.config.stash[_OBSERVED_KEY][key] = value
+    return record
+
+
+@pytest.fixture
+def record_cast_report(request: pytest.FixtureRequest):
+    """Keep a conformance.CastReport for the end-of-session summary."""
+    return request.config.stash[_REPORTS_KEY].append
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if hasattr(config, "workerinput"):  # an xdist worker: hand the sections to the controller
+        config.workeroutput[_WORKER_KEY] = json.dumps({
+            "observed": config.stash[_OBSERVED_KEY],
+            "throughput": config.stash[_THROUGHPUT_KEY],
+            "reports": [dataclasses.asdict(r) for r in config.stash[_REPORTS_KEY]],
+        }, default=str)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist's controller: merge a finished worker's sections into its own."""
+    data = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
+    if not data:
+        return
+    from fp8ref.harness.conformance import CastReport
+
+    sections = json.loads(data)
+    config = node.config
+    config.stash[_OBSERVED_KEY].update(sections["observed"])
+    config.stash[_THROUGHPUT_KEY].extend(sections["throughput"])
+    config.stash[_REPORTS_KEY].extend(CastReport(**r) for r in sections["reports"])
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+    observed = config.stash.get(_OBSERVED_KEY, {})
+    if observed:
+        terminalreporter.section("FP8 behaviour observed on this install")
+        for key in sorted(observed):
+            terminalreporter.write_line(f"{key}: {observed[key]}")
+    rows = config.stash.get(_THROUGHPUT_KEY, [])
+    if rows:
+        terminalreporter.section("FP8 throughput (same-run ratios)")
+        for r in sorted(rows, key=lambda r: r["name"]):  # one order whichever process ran them
+            extra = "  ".join(
+                f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items() if k != "name"
+            )
+            terminalreporter.write_line(f"{r['name']}: {extra}")
+    reports = config.stash.get(_REPORTS_KEY, [])
+    if reports:
+        from fp8ref.harness.conformance import summarize_reports
+
+        terminalreporter.section("FP8 cast conformance (observed on this install)")
+        for line in summarize_reports(reports):
+            terminalreporter.write_line(line)
