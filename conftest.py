@@ -16,15 +16,19 @@ try:
     # ci: the same examples every run (derandomized), nothing stored between runs, no deadline
     # (the shared 2-core machines are too noisy for per-example time limits).
     settings.register_profile(
-        "ci", derandomize=True, deadline=None, database=None, max_examples=200,
+        "ci",
+        derandomize=True,
+        deadline=None,
+        database=None,
+        max_examples=200,
         suppress_health_check=[HealthCheck.too_slow],
     )
     # dev: random examples, a local example database, still no deadline.
-    settings.register_profile("dev", deadline=None, max_examples=200,
-                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile("dev", deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
     # thorough: a deeper search for counterexamples, run by hand (--hypothesis-profile thorough).
-    settings.register_profile("thorough", deadline=None, max_examples=3000,
-                              suppress_health_check=[HealthCheck.too_slow])
+    settings.register_profile(
+        "thorough", deadline=None, max_examples=3000, suppress_health_check=[HealthCheck.too_slow]
+    )
     settings.load_profile(os.environ.get("FP8REF_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 except ImportError:  # tests that use hypothesis skip through the needs marker
     pass
@@ -32,11 +36,27 @@ except ImportError:  # tests that use hypothesis skip through the needs marker
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("fp8ref")
-    group.addoption("--fp8-slow", action="store_true", default=False,
-                    help="run the long sweeps marked slow (the full 2^32 float32 cast sweep per format)")
-    group.addoption("--fp8-update-golden", action="store_true", default=False,
-                    help="re-pin tests/golden/<device kind>.json from this install (on purpose; say why in the commit)")
-    group.addoption("--fp8-no-speed-asserts", action="store_true", default=False,
-                    help="gpu benchmarks: report throughput ratios but assert none of them")
-    group.addoption("--fp8-dry-run", action="store_true", default=False,
-                    help="run the gpu tests on the CPU device at tiny sizes, so CI keeps them alive")
+    group.addoption(
+        "--fp8-slow",
+        action="store_true",
+        default=False,
+        help="run the long sweeps marked slow (the full 2^32 float32 cast sweep per format)",
+    )
+    group.addoption(
+        "--fp8-update-golden",
+        action="store_true",
+        default=False,
+        help="re-pin tests/golden/<device kind>.json from this install (on purpose; say why in the commit)",
+    )
+    group.addoption(
+        "--fp8-no-speed-asserts",
+        action="store_true",
+        default=False,
+        help="gpu benchmarks: report throughput ratios but assert none of them",
+    )
+    group.addoption(
+        "--fp8-dry-run",
+        action="store_true",
+        default=False,
+        help="run the gpu tests on the CPU device at tiny sizes, so CI keeps them alive",
+    )

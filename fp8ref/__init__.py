@@ -25,8 +25,21 @@ __version__ = "0.1.0"
 # public name -> the module that defines it (the one table: __all__ is made from it)
 _HOMES = {
     **dict.fromkeys(("decode", "encode", "round_to_format"), "reference.codec"),
-    **dict.fromkeys(("E4M3FN", "E4M3FNUZ", "E5M2", "E5M2FNUZ", "E8M0FNU", "FORMATS", "FloatFormat", "NanRule",
-                     "get_format", "select"), "reference.formats"),
+    **dict.fromkeys(
+        (
+            "E4M3FN",
+            "E4M3FNUZ",
+            "E5M2",
+            "E5M2FNUZ",
+            "E8M0FNU",
+            "FORMATS",
+            "FloatFormat",
+            "NanRule",
+            "get_format",
+            "select",
+        ),
+        "reference.formats",
+    ),
 }
 
 __all__ = [*_HOMES, "__version__"]

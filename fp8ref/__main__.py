@@ -10,6 +10,7 @@ import json
 import logging
 import sys
 import traceback
+from typing import Any
 
 # Loggers that print at import time (torchao's optional native kernels it cannot load on this
 # machine; torch's pytree deprecation notes triggered by torchao): shown only with --verbose.
@@ -88,8 +89,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "rows": rows}, indent=2))
         return 0
-    print(f"codec encode vs native cast, {args.n:,} float32 on {args.device} "
-          f"(torch {torch.__version__}, {torch.get_num_threads()} threads), best of {args.repeat}")
+    print(
+        f"codec encode vs native cast, {args.n:,} float32 on {args.device} "
+        f"(torch {torch.__version__}, {torch.get_num_threads()} threads), best of {args.repeat}"
+    )
     print(f"{'format':10s} {'native ms':>10s} {'codec ms':>10s} {'codec/native throughput':>24s}")
     for r in rows:
         print(f"{r['format']:10s} {r['native_s'] * 1e3:10.1f} {r['codec_s'] * 1e3:10.1f} {r['ratio']:23.2f}x")
@@ -104,7 +107,9 @@ class _Bars:
             from tqdm import tqdm
         except ImportError:
             tqdm = None
-        self.tqdm, self.bar, self.label = tqdm, None, None
+        self.tqdm = tqdm
+        self.bar: Any = None
+        self.label: str | None = None
 
     def __call__(self, label: str, step: int, steps: int, loss: float, tps: float | None) -> None:
         rate = f"{tps:,.0f} tok/s" if tps else "warm-up"
@@ -125,7 +130,8 @@ class _Bars:
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
-    from .finetune import FinetuneConfig, ResourceUnavailable, compare, plot_losses, save_results, summary_lines
+    from .finetune import FinetuneConfig, compare, plot_losses, save_results, summary_lines
+    from .finetune.config import ResourceUnavailable
     from .harness.install import MissingPackage
 
     if args.device is None:
@@ -133,10 +139,23 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
         args.device = "cuda" if torch.cuda.is_available() else "cpu"
     cfg = FinetuneConfig(
-        preset=args.preset, model=args.model, dataset=args.dataset, recipe=args.recipe, backend=args.backend,
-        steps=args.steps, seq_len=args.seq_len, batch=args.batch, lr=args.lr, layers=args.layers,
-        compile=args.compile, grad_checkpointing=args.grad_checkpointing, seed=args.seed, device=args.device,
-        noise_runs=args.noise_runs, fp8_budget=args.fp8_budget, emulate=args.emulate,
+        preset=args.preset,
+        model=args.model,
+        dataset=args.dataset,
+        recipe=args.recipe,
+        backend=args.backend,
+        steps=args.steps,
+        seq_len=args.seq_len,
+        batch=args.batch,
+        lr=args.lr,
+        layers=args.layers,
+        compile=args.compile,
+        grad_checkpointing=args.grad_checkpointing,
+        seed=args.seed,
+        device=args.device,
+        noise_runs=args.noise_runs,
+        fp8_budget=args.fp8_budget,
+        emulate=args.emulate,
     )
     _check_device(args.device)
     try:
@@ -167,8 +186,12 @@ traceback); 3 an internal error in fp8ref (a bug: the traceback is printed); 130
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m fp8ref", description="fp8ref: FP8 reference and checks",
-                                     epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m fp8ref",
+        description="fp8ref: FP8 reference and checks",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument(
         "--verbose",
         action="store_true",
@@ -195,18 +218,29 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("finetune", help="train one causal LM in bf16 and in FP8; speedup, loss gap, JSON + PNG")
     from .finetune.presets import PRESETS
 
-    p.add_argument("--preset", default="tiny", choices=list(PRESETS),
-                   help="model shape and defaults (tiny: ~0.43M params, ~25 s on a CPU; default tiny)")
+    p.add_argument(
+        "--preset",
+        default="tiny",
+        choices=list(PRESETS),
+        help="model shape and defaults (tiny: ~0.43M params, ~25 s on a CPU; default tiny)",
+    )
     p.add_argument("--model", help="opt-in: a pretrained causal LM (hub id or directory) instead of the preset")
     p.add_argument(
         "--dataset",
         default="grammar",
         help="grammar (embedded, default), wikitext (opt-in download) or a local .txt/.json/.jsonl/.csv/.parquet",
     )
-    p.add_argument("--backend", default="torchao", choices=["torchao", "fp8ref"],
-                   help="FP8 from torchao convert_to_float8_training or fp8ref's emulated Fp8Linear")
-    p.add_argument("--recipe", default="tensorwise",
-                   help="torchao: tensorwise, rowwise, rowwise_with_gw_hp; fp8ref: any fp8ref recipe")
+    p.add_argument(
+        "--backend",
+        default="torchao",
+        choices=["torchao", "fp8ref"],
+        help="FP8 from torchao convert_to_float8_training or fp8ref's emulated Fp8Linear",
+    )
+    p.add_argument(
+        "--recipe",
+        default="tensorwise",
+        help="torchao: tensorwise, rowwise, rowwise_with_gw_hp; fp8ref: any fp8ref recipe",
+    )
     p.add_argument("--steps", type=int, help="training steps (default: the preset's)")
     p.add_argument("--seq-len", type=int, help="tokens per row (default: the preset's)")
     p.add_argument("--batch", type=int, help="rows per step (default: the preset's)")
@@ -216,17 +250,29 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--grad-checkpointing", action="store_true", help="activation checkpointing in both runs")
     p.add_argument("--seed", type=int, default=0, help="init and data seed (default 0)")
     p.add_argument("--device", help="torch device (default: cuda when available, else cpu)")
-    p.add_argument("--noise-runs", type=int, default=2,
-                   help="extra bf16 runs from one-ulp-nudged weights: the noise floor FP8's gap is judged "
-                        "against (default 2; 0: judge by the budget alone)")
-    p.add_argument("--fp8-budget", type=float,
-                   help="the loss gap FP8 itself may cost, as a fraction (default: the preset's; 0.01 with --model)")
-    p.add_argument("--emulate", action=argparse.BooleanOptionalAction, default=None,
-                   help="torchao: FP8 GEMMs as float32 matmuls of the cast values instead of torch._scaled_mm "
-                        "(default: on for CPU, off for CUDA)")
+    p.add_argument(
+        "--noise-runs",
+        type=int,
+        default=2,
+        help="extra bf16 runs from one-ulp-nudged weights: the noise floor FP8's gap is judged "
+        "against (default 2; 0: judge by the budget alone)",
+    )
+    p.add_argument(
+        "--fp8-budget",
+        type=float,
+        help="the loss gap FP8 itself may cost, as a fraction (default: the preset's; 0.01 with --model)",
+    )
+    p.add_argument(
+        "--emulate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="torchao: FP8 GEMMs as float32 matmuls of the cast values instead of torch._scaled_mm "
+        "(default: on for CPU, off for CUDA)",
+    )
     p.add_argument("--check", action="store_true", help="exit 1 when FP8's gap is outside the parity bound")
-    p.add_argument("--out", help="output prefix: writes PREFIX.json and PREFIX.png "
-                                 "(default finetune-<preset>-<backend>-<recipe>)")
+    p.add_argument(
+        "--out", help="output prefix: writes PREFIX.json and PREFIX.png (default finetune-<preset>-<backend>-<recipe>)"
+    )
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_cmd_finetune)

@@ -31,13 +31,19 @@ def main() -> int:
     ap.add_argument("--only", nargs="+", choices=list(PERTURBATIONS), default=list(PERTURBATIONS))
     ap.add_argument("--preset", default="tiny")
     ap.add_argument("--noise-runs", type=int, default=2)
-    ap.add_argument("--calibrate", type=int, metavar="N",
-                    help="instead: N bf16 and N FP8 runs from one-ulp-nudged weights; their tails and spreads")
+    ap.add_argument(
+        "--calibrate",
+        type=int,
+        metavar="N",
+        help="instead: N bf16 and N FP8 runs from one-ulp-nudged weights; their tails and spreads",
+    )
     args = ap.parse_args()
     import torchao
 
-    print(f"torch {torch.__version__}, torchao {torchao.__version__}, preset {args.preset}, "
-          f"{torch.get_num_threads()} threads, {args.noise_runs} noise runs")
+    print(
+        f"torch {torch.__version__}, torchao {torchao.__version__}, preset {args.preset}, "
+        f"{torch.get_num_threads()} threads, {args.noise_runs} noise runs"
+    )
     if args.calibrate:
         c = calibrate(FinetuneConfig(preset=args.preset), args.calibrate)
         for label in ("bf16", "fp8"):
@@ -54,8 +60,11 @@ def main() -> int:
             res = compare(FinetuneConfig(preset=args.preset, noise_runs=args.noise_runs))
         v = res["parity"]
         noise = "-" if v["noise"] is None else f"{100 * v['noise']:.2f}%"
-        print(f"| {name}: {what} | {kind} | {100 * v['gap']:+.2f}% | {noise} | {100 * v['bound']:.2f}% | "
-              f"{'pass' if v['within'] else 'FAIL'} | {time.time() - t0:.0f} |", flush=True)
+        print(
+            f"| {name}: {what} | {kind} | {100 * v['gap']:+.2f}% | {noise} | {100 * v['bound']:.2f}% | "
+            f"{'pass' if v['within'] else 'FAIL'} | {time.time() - t0:.0f} |",
+            flush=True,
+        )
     return 0
 
 

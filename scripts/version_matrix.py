@@ -36,8 +36,17 @@ from fp8ref.harness.refusals import normalize  # noqa: E402
 DEFAULT_TORCH = ["2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
 DEFAULT_TORCHAO = ["0.15.0", "0.16.0", "0.17.0", "0.18.0"]
 # the versions CI pins, so only torch and torchao vary between installs
-PINNED = ["pytest>=8", "hypothesis>=6.100", "pytest-benchmark>=4", "numpy>=1.26", "ml-dtypes==0.6.0",
-          "transformers==5.24.0", "datasets==5.2.0", "matplotlib>=3.7", "tqdm>=4.60"]
+PINNED = [
+    "pytest>=8",
+    "hypothesis>=6.100",
+    "pytest-benchmark>=4",
+    "numpy>=1.26",
+    "ml-dtypes==0.6.0",
+    "transformers==5.24.0",
+    "datasets==5.2.0",
+    "matplotlib>=3.7",
+    "tqdm>=4.60",
+]
 IMPORT_CHECK = "from torchao.float8 import Float8LinearConfig, convert_to_float8_training"
 
 
@@ -86,8 +95,10 @@ def build(venv: Path, torch_v: str, ao_candidates: list[str], keep: bool) -> dic
                 return entry
     got = _installed(py, "torch")
     if got is None or _base(got) != torch_v:
-        raise VersionMismatch(f"{venv}: asked for torch {torch_v}, the venv has {got}; a pip constraint or "
-                              f"index served another version. Nothing was measured for this install.")
+        raise VersionMismatch(
+            f"{venv}: asked for torch {torch_v}, the venv has {got}; a pip constraint or "
+            f"index served another version. Nothing was measured for this install."
+        )
     entry["torch"] = got
     for ao in ao_candidates:
         have = _installed(py, "torchao")
@@ -121,17 +132,40 @@ _SKIP = re.compile(r"^SKIPPED \[(\d+)\] [^:]+:\d+: (.*)$")
 
 def run_suite(py: Path) -> dict:
     t0 = time.time()
-    r = sh([str(py), "-m", "pytest", "-m", "cpu", "-q", "-p", "no:cacheprovider", "-rfEs",
-            "-o", "addopts=--strict-markers"], cwd=ROOT, env={"FP8REF_HYPOTHESIS_PROFILE": "ci", "COLUMNS": "400"})
+    r = sh(
+        [
+            str(py),
+            "-m",
+            "pytest",
+            "-m",
+            "cpu",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-rfEs",
+            "-o",
+            "addopts=--strict-markers",
+        ],
+        cwd=ROOT,
+        env={"FP8REF_HYPOTHESIS_PROFILE": "ci", "COLUMNS": "400"},
+    )
     lines = r.stdout.splitlines()
-    summary = next((ln.strip("= ") for ln in reversed(lines) if re.search(r"\d+ (passed|failed|error)", ln)),
-                   _last_line(r))
+    summary = next(
+        (ln.strip("= ") for ln in reversed(lines) if re.search(r"\d+ (passed|failed|error)", ln)), _last_line(r)
+    )
     failed = [(m.group(2), (m.group(3) or "").strip()[:240]) for ln in lines if (m := _FAIL.match(ln))]
     skipped = [(int(m.group(1)), m.group(2)[:240]) for ln in lines if (m := _SKIP.match(ln))]
-    parity = next((ln.split("parity: ", 1)[1] for ln in lines if ln.startswith("finetune tiny:") and "parity: " in ln),
-                  None)
-    return {"rc": r.returncode, "summary": re.sub(r" in [\d.]+s.*$", "", summary), "failed": failed,
-            "skipped": skipped, "seconds": round(time.time() - t0, 1), "parity": parity}
+    parity = next(
+        (ln.split("parity: ", 1)[1] for ln in lines if ln.startswith("finetune tiny:") and "parity: " in ln), None
+    )
+    return {
+        "rc": r.returncode,
+        "summary": re.sub(r" in [\d.]+s.*$", "", summary),
+        "failed": failed,
+        "skipped": skipped,
+        "seconds": round(time.time() - t0, 1),
+        "parity": parity,
+    }
 
 
 def run_profile(py: Path, out: Path) -> dict:
@@ -165,8 +199,11 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the venvs, and reuse those already there")
     ap.add_argument("--out", default=str(ROOT / "docs" / "version-matrix.md"))
     ap.add_argument("--json", default=None, help="also write the raw results here")
-    ap.add_argument("--build-only", action="store_true",
-                    help="only build the venvs (implies --keep), e.g. ahead of a run on a quiet machine")
+    ap.add_argument(
+        "--build-only",
+        action="store_true",
+        help="only build the venvs (implies --keep), e.g. ahead of a run on a quiet machine",
+    )
     args = ap.parse_args()
     if args.build_only:
         args.keep = True
@@ -182,14 +219,20 @@ def main() -> int:
         if same is not None and same.get("torchao") == av:
             ao_axis[av] = same  # already measured on the torch axis
         else:
-            ao_axis[av] = measure(work, f"torch{args.torchao_torch}-torchao{av}", args.torchao_torch, [av], args.keep,
-                                  args.build_only)
+            ao_axis[av] = measure(
+                work, f"torch{args.torchao_torch}-torchao{av}", args.torchao_torch, [av], args.keep, args.build_only
+            )
     total = time.time() - t_start
     if args.build_only:
         print(f"built the venvs under {work} in {total / 60:.1f} min")
         return 0
-    results = {"torch_axis": torch_axis, "torchao_axis": ao_axis, "torchao_torch": args.torchao_torch,
-               "total_seconds": round(total), "python": sys.version.split()[0]}
+    results = {
+        "torch_axis": torch_axis,
+        "torchao_axis": ao_axis,
+        "torchao_torch": args.torchao_torch,
+        "total_seconds": round(total),
+        "python": sys.version.split()[0],
+    }
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
     Path(args.out).write_text(render(results))
@@ -198,6 +241,7 @@ def main() -> int:
 
 
 # --- rendering ---------------------------------------------------------------------------------
+
 
 def _label(e: dict) -> str:
     return f"torch {e.get('torch', e['torch_asked'])} + torchao {e.get('torchao') or 'none'}"
@@ -236,10 +280,18 @@ def _suite_cell(e: dict) -> tuple[str, str]:
     return f"{s['summary']} ({s['seconds']:.0f} s)", why or "-"
 
 
-HEADLINE_KEYS = ["cast.e4m3fn.bf16.overflow", "cast.e4m3fn.bf16.inf", "cast.e4m3fn.f16.overflow",
-                 "cast.e5m2.bf16.overflow", "cast.e8m0fnu.bf16.no_encoding", "finfo.e5m2fnuz.eps",
-                 "scaled_mm.tensorwise.bf16", "scaled_mm.rowwise.bf16", "torchao.digest.float8linear.tensorwise",
-                 "torchao.digest.float8linear.rowwise"]
+HEADLINE_KEYS = [
+    "cast.e4m3fn.bf16.overflow",
+    "cast.e4m3fn.bf16.inf",
+    "cast.e4m3fn.f16.overflow",
+    "cast.e5m2.bf16.overflow",
+    "cast.e8m0fnu.bf16.no_encoding",
+    "finfo.e5m2fnuz.eps",
+    "scaled_mm.tensorwise.bf16",
+    "scaled_mm.rowwise.bf16",
+    "torchao.digest.float8linear.tensorwise",
+    "torchao.digest.float8linear.rowwise",
+]
 
 
 def _short(v: object) -> str:
@@ -253,8 +305,10 @@ def _by_version_table(entries: list[dict]) -> list[str]:
     if not have:
         return []
     profiles = [load(e["profile"])["behaviour"] for e in have]
-    out = ["| key | " + " | ".join(e.get("torch", e["torch_asked"]).split("+")[0] for e in have) + " |",
-           "| --- |" + " --- |" * len(have)]
+    out = [
+        "| key | " + " | ".join(e.get("torch", e["torch_asked"]).split("+")[0] for e in have) + " |",
+        "| --- |" + " --- |" * len(have),
+    ]
     for k in HEADLINE_KEYS:
         out.append(f"| `{k}` | " + " | ".join(_short(p.get(k, "-")) for p in profiles) + " |")
     return out + [""]
@@ -262,23 +316,35 @@ def _by_version_table(entries: list[dict]) -> list[str]:
 
 def render(results: dict) -> str:
     t_axis, a_axis = results["torch_axis"], results["torchao_axis"]
-    lines = ["# FP8 behaviour across torch and torchao releases", "",
-             "Generated by `python scripts/version_matrix.py` (CPU; one fresh venv per install with",
-             "ml-dtypes 0.6.0, transformers 5.24.0 and datasets 5.2.0 pinned, `pytest -m cpu` and",
-             "`python -m fp8ref profile` in each). Python " + results["python"] +
-             f"; total wall time {results['total_seconds'] / 60:.0f} minutes, venv builds included.", "",
-             "## The installs", "",
-             "| torch | torchao (newest that imports) | tried and refused | venv build | profile |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "# FP8 behaviour across torch and torchao releases",
+        "",
+        "Generated by `python scripts/version_matrix.py` (CPU; one fresh venv per install with",
+        "ml-dtypes 0.6.0, transformers 5.24.0 and datasets 5.2.0 pinned, `pytest -m cpu` and",
+        "`python -m fp8ref profile` in each). Python "
+        + results["python"]
+        + f"; total wall time {results['total_seconds'] / 60:.0f} minutes, venv builds included.",
+        "",
+        "## The installs",
+        "",
+        "| torch | torchao (newest that imports) | tried and refused | venv build | profile |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     for tv, e in t_axis.items():
         tried = "; ".join(f"{v}: {why}".replace("|", "\\|")[:160] for v, why in e.get("torchao_tried", [])) or "-"
         prof = "collected" if e.get("profile") else e.get("profile_error", e.get("error", "-"))
-        lines.append(f"| {e.get('torch', tv)} | {e.get('torchao') or 'none'} | {tried} | "
-                     f"{e.get('build_seconds', 0):.0f} s | {prof} |")
+        lines.append(
+            f"| {e.get('torch', tv)} | {e.get('torchao') or 'none'} | {tried} | "
+            f"{e.get('build_seconds', 0):.0f} s | {prof} |"
+        )
     lines += ["", "## Headline behaviours by torch release", ""] + _by_version_table(list(t_axis.values()))
-    lines += ["## What changed along torch (each with the newest torchao that imports)", "",
-              "Each row is a behaviour key whose value differs from the install before it. A change in",
-              "a `torchao.*` key where the torchao version changed too is torchao's: see the next section.", ""]
+    lines += [
+        "## What changed along torch (each with the newest torchao that imports)",
+        "",
+        "Each row is a behaviour key whose value differs from the install before it. A change in",
+        "a `torchao.*` key where the torchao version changed too is torchao's: see the next section.",
+        "",
+    ]
     lines += _changes_table(changelog(list(t_axis.values())))
     lines += [f"## What changed along torchao (torch {results['torchao_torch']})", ""]
     lines += _changes_table(changelog(list(a_axis.values())))
@@ -299,8 +365,12 @@ def render(results: dict) -> str:
     for e in t_axis.values():
         if e.get("suite", {}).get("parity"):
             lines.append(f"- {_label(e)}: {e['suite']['parity']}")
-    lines += ["", "Tests skipped because the install refused their subject (the question is asked with a minimal",
-              "call: `fp8ref.harness.install`), per install:", ""]
+    lines += [
+        "",
+        "Tests skipped because the install refused their subject (the question is asked with a minimal",
+        "call: `fp8ref.harness.install`), per install:",
+        "",
+    ]
     for e in list(t_axis.values()):
         if "suite" not in e:
             continue
@@ -313,8 +383,9 @@ def render(results: dict) -> str:
                 count += n
         if count:
             answer = min(answers, key=len)  # the same refusal, cut at different lengths by pytest
-            lines.append(f"- {_label(e)}: {count} tests ({'; '.join(dict.fromkeys(what))}): "
-                         f"`{answer[:160]}`".replace("|", "\\|"))
+            lines.append(
+                f"- {_label(e)}: {count} tests ({'; '.join(dict.fromkeys(what))}): `{answer[:160]}`".replace("|", "\\|")
+            )
     return "\n".join(lines) + "\n"
 
 

@@ -37,7 +37,8 @@ def scale_mismatch(scale_fn: Callable, x: torch.Tensor, fmt: FloatFormat, g: Gra
         return None
     a, t, o = amax(x, g).reshape(-1), theirs.reshape(-1), ours.reshape(-1)
     return f"{bad.numel()} of {o.numel()} scales differ: " + ", ".join(
-        f"amax {a[i].item()!r}: got {t[i].item()!r}, fp8ref {o[i].item()!r}" for i in bad[:4].tolist())
+        f"amax {a[i].item()!r}: got {t[i].item()!r}, fp8ref {o[i].item()!r}" for i in bad[:4].tolist()
+    )
 
 
 def recipe_table_diffs(table_fn: Callable[[str], dict], names: tuple[str, ...]) -> list[str]:
@@ -45,13 +46,22 @@ def recipe_table_diffs(table_fn: Callable[[str], dict], names: tuple[str, ...]) 
     diffs = []
     for name in names:
         theirs, ours = table_fn(name), RECIPES[name].describe()
-        diffs += [f"{name}.{k}: theirs {theirs.get(k)!r}, fp8ref {ours.get(k)!r}"
-                  for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)]
+        diffs += [
+            f"{name}.{k}: theirs {theirs.get(k)!r}, fp8ref {ours.get(k)!r}"
+            for k in sorted(set(theirs) | set(ours))
+            if theirs.get(k) != ours.get(k)
+        ]
     return diffs
 
 
-def delayed_mismatch(make: Callable[[], object], amaxes: list[float], fmt: FloatFormat, history_len: int,
-                     algo: AmaxAlgo | str, margin: int = 0) -> str | None:
+def delayed_mismatch(
+    make: Callable[[], object],
+    amaxes: list[float],
+    fmt: FloatFormat,
+    history_len: int,
+    algo: AmaxAlgo | str,
+    margin: int = 0,
+) -> str | None:
     """A delayed-scaling implementation (``make()`` returns an object with ``update(amax)`` and
     ``scale``) fed ``amaxes`` one step at a time, against an oracle computed here from the
     window itself: after step t the scale is TE's rule applied to the max of the last
@@ -61,7 +71,7 @@ def delayed_mismatch(make: Callable[[], object], amaxes: list[float], fmt: Float
     previous = torch.ones(())
     for t, a in enumerate(amaxes):
         impl.update(a)
-        window = amaxes[max(0, t + 1 - history_len): t + 1]
+        window = amaxes[max(0, t + 1 - history_len) : t + 1]
         reduced = max(window) if AmaxAlgo(algo) == AmaxAlgo.MAX else window[-1]
         want = te_scale(torch.tensor(float(reduced)), previous, fmt, margin)
         got = torch.as_tensor(impl.scale, dtype=torch.float32).reshape(())

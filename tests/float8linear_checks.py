@@ -45,8 +45,12 @@ def fwd_bwd(module: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> dict[s
     y.backward(g)
     inner = getattr(module, "_orig_mod", module)  # unwrap torch.compile
     lin = inner[0] if isinstance(inner, torch.nn.Sequential) else inner
-    return {"output": y.detach(), "grad_input": xi.grad, "grad_weight": lin.weight.grad,
-            "grad_bias": None if lin.bias is None else lin.bias.grad}
+    return {
+        "output": y.detach(),
+        "grad_input": xi.grad,
+        "grad_weight": lin.weight.grad,
+        "grad_bias": None if lin.bias is None else lin.bias.grad,
+    }
 
 
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
@@ -71,7 +75,8 @@ def test_compiled_float8linear_forward_and_backward_match_eager(recipe, linear_d
         excess = (c - e).abs() - bound
         assert bool((excess <= 0).all()), (
             f"compiled {recipe} {name} on {linear_device}: {int((excess > 0).sum())} elements outside the bound, "
-            f"max excess {excess.max().item():.3e}")
+            f"max excess {excess.max().item():.3e}"
+        )
 
 
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
@@ -102,7 +107,8 @@ def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_dev
             ok = bool(((theirs_y.double() - ours_y.double()).abs() <= bound).all())
         assert ok, (
             f"{recipe} on {linear_device}, after {step} optimizer steps: torchao's output differs from the "
-            f"emulation with the current weight (max |diff| {(theirs_y - ours_y).abs().max().item():.3e})")
+            f"emulation with the current weight (max |diff| {(theirs_y - ours_y).abs().max().item():.3e})"
+        )
         opt.zero_grad(set_to_none=True)
         m(x).backward(g * 64)
         opt.step()

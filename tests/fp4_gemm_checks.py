@@ -41,15 +41,24 @@ def operands(kind: str, two_level: bool, m: int, k: int, n: int, seed: int = 0) 
     return out
 
 
-def excess(kind: str, two_level: bool, out_dtype: torch.dtype, device: str, m: int = 256, k: int = 512,
-           n: int = 256) -> str | None:
+def excess(
+    kind: str, two_level: bool, out_dtype: torch.dtype, device: str, m: int = 256, k: int = 512, n: int = 256
+) -> str | None:
     """None when every output element is within the derived bound of the exact product (see
     ``gemm_probes.reference_bound``: 23-bit accumulation, one output rounding; the tensor scales
     are applied as one more scale pair), else a line naming the worst element."""
     ops = operands(kind, two_level, m, k, n)
     tensor_scales = (ops["ga"], ops["gb"]) if two_level else None
-    out = fp4_gemm.scaled_mm(kind, ops["a_codes"], ops["a_scale"], ops["b_codes"], ops["b_scale"], out_dtype, device,
-                             tensor_scales=tensor_scales)
+    out = fp4_gemm.scaled_mm(
+        kind,
+        ops["a_codes"],
+        ops["a_scale"],
+        ops["b_codes"],
+        ops["b_scale"],
+        out_dtype,
+        device,
+        tensor_scales=tensor_scales,
+    )
     assert out.shape == (m, n) and out.dtype == out_dtype, f"out {tuple(out.shape)} {out.dtype}"
     one = torch.tensor(1.0, dtype=torch.float64)
     ga, gb = (ops["ga"].double(), ops["gb"].double()) if two_level else (one, one)
@@ -63,5 +72,7 @@ def excess(kind: str, two_level: bool, out_dtype: torch.dtype, device: str, m: i
     if not bool(bad.any()):
         return None
     i, j = divmod(int(torch.argmax(torch.where(bad, err - bound, torch.zeros_like(err)).nan_to_num(1e300))), n)
-    return (f"{kind}{' two-level' if two_level else ''}: {int(bad.sum())} of {bad.numel()} elements outside the "
-            f"bound; worst [{i}, {j}]: got {out[i, j].item()!r}, exact {ref[i, j].item()!r}, bound {bound[i, j]:.3e}")
+    return (
+        f"{kind}{' two-level' if two_level else ''}: {int(bad.sum())} of {bad.numel()} elements outside the "
+        f"bound; worst [{i}, {j}]: got {out[i, j].item()!r}, exact {ref[i, j].item()!r}, bound {bound[i, j]:.3e}"
+    )

@@ -46,22 +46,29 @@ def case(m: int, k: int, n: int, scaling: str, device: str, seed: int = 0) -> Ca
     inv_a, inv_b = 1 / qa.scale, 1 / qb.scale  # tensorwise (); rowwise (M, 1) and (N, 1)
     if scaling == "rowwise":
         inv_b = inv_b.t().contiguous()  # (1, N)
-    return Case(qa.codes.view(E4M3).to(device), qb.codes.view(E4M3).to(device).t(),
-                inv_a.to(device), inv_b.to(device), qa.values().double(), qb.values().double().t())
+    return Case(
+        qa.codes.view(E4M3).to(device),
+        qb.codes.view(E4M3).to(device).t(),
+        inv_a.to(device),
+        inv_b.to(device),
+        qa.values().double(),
+        qb.values().double().t(),
+    )
 
 
-def run(c: Case, out_dtype: torch.dtype, bias: torch.Tensor | None = None, fast_accum: bool = False,
-        compiled: bool = False) -> torch.Tensor:
+def run(
+    c: Case, out_dtype: torch.dtype, bias: torch.Tensor | None = None, fast_accum: bool = False, compiled: bool = False
+) -> torch.Tensor:
     def mm(A, B, sa, sb, bias):
-        return torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype,
-                                use_fast_accum=fast_accum)
+        return torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype, use_fast_accum=fast_accum)
 
     fn = torch.compile(mm, dynamic=False) if compiled else mm
     return fn(c.A, c.B, c.scale_a, c.scale_b, bias)
 
 
-def excess(c: Case, out: torch.Tensor, out_dtype: torch.dtype, bias: torch.Tensor | None = None,
-           accum_bits: int = 23) -> str | None:
+def excess(
+    c: Case, out: torch.Tensor, out_dtype: torch.dtype, bias: torch.Tensor | None = None, accum_bits: int = 23
+) -> str | None:
     """None when every element of ``out`` lies within the derived bound of the exact result;
     otherwise a line naming the worst element."""
     assert out.dtype == out_dtype, f"out dtype {out.dtype}, asked for {out_dtype}"
@@ -71,10 +78,13 @@ def excess(c: Case, out: torch.Tensor, out_dtype: torch.dtype, bias: torch.Tenso
     bad = ~(err <= bound)  # NaN counts as bad
     if not bool(bad.any()):
         return None
-    i, j = divmod(int(torch.argmax(torch.where(bad, err - bound, torch.zeros_like(err)).nan_to_num(1e300))),
-                  ref.shape[1])
-    return (f"{int(bad.sum())} of {bad.numel()} elements outside the bound; worst [{i}, {j}]: got "
-            f"{out[i, j].item()!r}, exact {ref[i, j].item()!r}, bound {bound[i, j].item():.3e}")
+    i, j = divmod(
+        int(torch.argmax(torch.where(bad, err - bound, torch.zeros_like(err)).nan_to_num(1e300))), ref.shape[1]
+    )
+    return (
+        f"{int(bad.sum())} of {bad.numel()} elements outside the bound; worst [{i}, {j}]: got "
+        f"{out[i, j].item()!r}, exact {ref[i, j].item()!r}, bound {bound[i, j].item():.3e}"
+    )
 
 
 # --- a float64 stand-in for _scaled_mm with one known fault --------------------------------
@@ -95,7 +105,7 @@ def stand_in(keep_bits=None, scale_rule="divides", bias_scaled=False, row_scale_
         else:
             out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64)
             for k in range(a.shape[1]):
-                out = out + a[:, k:k + 1] * b[k:k + 1, :]
+                out = out + a[:, k : k + 1] * b[k : k + 1, :]
                 m, e = torch.frexp(out)
                 out = torch.ldexp(torch.round(m * 2.0 ** (keep_bits + 1)) / 2.0 ** (keep_bits + 1), e)
         out = out * sa * sb
@@ -116,7 +126,9 @@ OUT_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
 def _need(skip_unless, scaling, out_dtype, device):
-    skip_unless(probes.scaled_mm_scaling(scaling, out_dtype, device), f"{scaling} torch._scaled_mm to {out_dtype} on {device}")
+    skip_unless(
+        probes.scaled_mm_scaling(scaling, out_dtype, device), f"{scaling} torch._scaled_mm to {out_dtype} on {device}"
+    )
 
 
 def _shape(device: str) -> tuple[int, int, int]:
@@ -170,8 +182,10 @@ def test_compiled_scaled_mm_matches_the_exact_product(scaling, mm_device, skip_u
     _need(skip_unless, scaling, torch.bfloat16, mm_device)
     c = case(*_shape(mm_device), scaling, mm_device, seed=3)
     eager, compiled = run(c, torch.bfloat16), run(c, torch.bfloat16, compiled=True)
-    record_observation(f"torch.compile(_scaled_mm) {scaling} on {mm_device}",
-                       "bitwise equal to eager" if torch.equal(eager, compiled) else "differs from eager")
+    record_observation(
+        f"torch.compile(_scaled_mm) {scaling} on {mm_device}",
+        "bitwise equal to eager" if torch.equal(eager, compiled) else "differs from eager",
+    )
     problem = excess(c, compiled, torch.bfloat16)
     assert problem is None, f"compiled {scaling} on {mm_device}: {problem}"
 
@@ -190,10 +204,20 @@ def test_fp8_output_applies_scale_result(out_dtype, mm_device, skip_unless, reco
     ref, bound = reference_bound(c.va, c.vb, c.scale_a, c.scale_b, torch.float32)
     t = 2.0 ** float(torch.ceil(torch.log2(ref.abs().max() / 100)))  # the result / t stays below 448
     s = t if rule == "divides" else 1 / t
-    out = torch._scaled_mm(c.A, c.B, scale_a=c.scale_a, scale_b=c.scale_b, out_dtype=out_dtype,
-                           scale_result=torch.tensor(s, device=mm_device))
-    want, tol = ref / t, bound / t + torch.finfo(out_dtype).eps / 2 * (ref / t).abs() + \
-        torch.finfo(out_dtype).smallest_normal * torch.finfo(out_dtype).eps / 2
+    out = torch._scaled_mm(
+        c.A,
+        c.B,
+        scale_a=c.scale_a,
+        scale_b=c.scale_b,
+        out_dtype=out_dtype,
+        scale_result=torch.tensor(s, device=mm_device),
+    )
+    want, tol = (
+        ref / t,
+        bound / t
+        + torch.finfo(out_dtype).eps / 2 * (ref / t).abs()
+        + torch.finfo(out_dtype).smallest_normal * torch.finfo(out_dtype).eps / 2,
+    )
     err = (out.double().cpu() - want).abs()
     assert bool((err <= tol).all()), f"max excess {(err - tol).max().item():.3e} ({out_dtype}, rule {rule})"
 
@@ -204,7 +228,6 @@ def test_without_fast_accumulation_the_accumulator_keeps_float32_bits(mm_device,
     implementation-defined: reported here, pinned in the profile (scaled_mm.accum_bits.fast)."""
     _need(skip_unless, "tensorwise", torch.float32, mm_device)
     exact, fast = accumulator_bits(mm_device, False), accumulator_bits(mm_device, True)
-    record_observation(f"_scaled_mm accumulator bits on {mm_device} (23 = float32's)",
-                       f"exact {exact}, fast {fast}")
+    record_observation(f"_scaled_mm accumulator bits on {mm_device} (23 = float32's)", f"exact {exact}, fast {fast}")
     assert exact == 23, f"use_fast_accum=False kept {exact} bits on {mm_device}"
     assert 0 <= fast <= exact

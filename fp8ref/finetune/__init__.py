@@ -14,11 +14,23 @@ from __future__ import annotations
 from .. import lazy_names
 
 _HOMES = {
-    "Preset": "presets", "PRESETS": "presets", "FP8_BUDGET": "presets", "PARITY_Z": "presets",
-    "FinetuneConfig": "config", "ResourceUnavailable": "config",
-    "RESULTS_SCHEMA": "train", "compare": "train", "calibrate": "train", "nudge_weights": "train",
-    "parity": "parity_rule", "tail_gap": "parity_rule", "preset_model": "sources",
-    "save_results": "report", "summary_lines": "report", "parity_line": "report", "plot_losses": "report",
+    "Preset": "presets",
+    "PRESETS": "presets",
+    "FP8_BUDGET": "presets",
+    "PARITY_Z": "presets",
+    "FinetuneConfig": "config",
+    "ResourceUnavailable": "config",
+    "RESULTS_SCHEMA": "train",
+    "compare": "train",
+    "calibrate": "train",
+    "nudge_weights": "train",
+    "parity": "parity_rule",
+    "tail_gap": "parity_rule",
+    "preset_model": "sources",
+    "save_results": "report",
+    "summary_lines": "report",
+    "parity_line": "report",
+    "plot_losses": "report",
 }
 
 __all__ = sorted(_HOMES)  # (the one table of public names)

@@ -92,8 +92,13 @@ class FinetuneConfig:
             raise ValueError(f"seq_len: expected at least 2 (a next-token loss needs two), got {out.seq_len}")
         for name in ("lr", "weight_decay", "max_grad_norm", "fp8_budget"):
             v = getattr(out, name)
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or v < 0 \
-                    or (name == "lr" and v == 0):
+            if (
+                not isinstance(v, (int, float))
+                or isinstance(v, bool)
+                or not math.isfinite(v)
+                or v < 0
+                or (name == "lr" and v == 0)
+            ):
                 raise ValueError(f"{name}: expected a finite number >= 0 (lr > 0), got {v!r}")
         if out.warmup_steps is None:
             out.warmup_steps = max(1, out.steps // 10)

@@ -30,13 +30,76 @@ __all__ = ["GRAMMAR", "Grammar", "ByteTokenizer", "documents", "grammar_dataset"
 
 # Lexicon by word class. Weights within a class fall off as 1/rank (a Zipf-like shape).
 _DET = ["the", "a", "every", "no", "some", "this", "that", "each"]
-_ADJ = ["small", "red", "old", "quiet", "bright", "heavy", "green", "young", "cold", "round", "dark",
-        "soft", "tall", "warm", "strange", "empty"]
-_NOUN = ["cat", "dog", "river", "house", "tree", "bird", "child", "stone", "road", "garden", "window",
-         "teacher", "boat", "letter", "mountain", "city", "horse", "book", "farmer", "door", "cloud",
-         "engine", "song", "field", "bridge", "lamp", "market", "wolf", "ship", "candle", "island", "clock"]
-_VERB_T = ["sees", "follows", "finds", "carries", "watches", "builds", "remembers", "paints", "hears",
-           "pushes", "likes", "opens", "crosses", "keeps", "answers", "visits"]
+_ADJ = [
+    "small",
+    "red",
+    "old",
+    "quiet",
+    "bright",
+    "heavy",
+    "green",
+    "young",
+    "cold",
+    "round",
+    "dark",
+    "soft",
+    "tall",
+    "warm",
+    "strange",
+    "empty",
+]
+_NOUN = [
+    "cat",
+    "dog",
+    "river",
+    "house",
+    "tree",
+    "bird",
+    "child",
+    "stone",
+    "road",
+    "garden",
+    "window",
+    "teacher",
+    "boat",
+    "letter",
+    "mountain",
+    "city",
+    "horse",
+    "book",
+    "farmer",
+    "door",
+    "cloud",
+    "engine",
+    "song",
+    "field",
+    "bridge",
+    "lamp",
+    "market",
+    "wolf",
+    "ship",
+    "candle",
+    "island",
+    "clock",
+]
+_VERB_T = [
+    "sees",
+    "follows",
+    "finds",
+    "carries",
+    "watches",
+    "builds",
+    "remembers",
+    "paints",
+    "hears",
+    "pushes",
+    "likes",
+    "opens",
+    "crosses",
+    "keeps",
+    "answers",
+    "visits",
+]
 _VERB_I = ["sleeps", "waits", "falls", "sings", "shines", "runs", "breaks", "stays"]
 _PREP = ["near", "under", "behind", "with", "beside", "over", "across", "inside"]
 
@@ -116,8 +179,10 @@ class Grammar:
         ``random.Random(seed)``, whose stream Python keeps stable across versions."""
         integer(seed, "seed")
         rng = random.Random(seed)
-        table = {s: ([w for w, _, _ in arcs], list(_cumulative([p for _, p, _ in arcs])),
-                     {w: nxt for w, _, nxt in arcs}) for s, arcs in self.rules.items()}
+        table = {
+            s: ([w for w, _, _ in arcs], list(_cumulative([p for _, p, _ in arcs])), {w: nxt for w, _, nxt in arcs})
+            for s, arcs in self.rules.items()
+        }
         state = self.start
         while True:
             words, cum, nxt = table[state]
@@ -139,17 +204,19 @@ def _build_grammar() -> Grammar:
     def np_states(prefix: str, after: str, p_adj: float) -> dict:
         return {
             f"{prefix}_det": [(w, p, f"{prefix}_adj") for w, p in _zipf(_DET, 1.0)],
-            f"{prefix}_adj": ([(w, p, f"{prefix}_adj") for w, p in _zipf(_ADJ, p_adj)]
-                              + [(w, p, after) for w, p in _zipf(_NOUN, 1.0 - p_adj)]),
+            f"{prefix}_adj": (
+                [(w, p, f"{prefix}_adj") for w, p in _zipf(_ADJ, p_adj)]
+                + [(w, p, after) for w, p in _zipf(_NOUN, 1.0 - p_adj)]
+            ),
         }
 
     rules = {
         "doc": [(w, p, "subj_adj") for w, p in _zipf(_DET, 1.0)],
         "sent": [(EOS, 0.2, "doc")] + [(w, p, "subj_adj") for w, p in _zipf(_DET, 0.8)],
-        "verb": ([(w, p, "obj_det") for w, p in _zipf(_VERB_T, 0.6)]
-                 + [(w, p, "clause") for w, p in _zipf(_VERB_I, 0.4)]),
-        "clause": ([(".", 0.6, "sent"), ("and", 0.12, "verb")]
-                   + [(w, p, "pp_det") for w, p in _zipf(_PREP, 0.28)]),
+        "verb": (
+            [(w, p, "obj_det") for w, p in _zipf(_VERB_T, 0.6)] + [(w, p, "clause") for w, p in _zipf(_VERB_I, 0.4)]
+        ),
+        "clause": ([(".", 0.6, "sent"), ("and", 0.12, "verb")] + [(w, p, "pp_det") for w, p in _zipf(_PREP, 0.28)]),
     }
     rules["subj_adj"] = np_states("subj", "verb", 0.3)["subj_adj"]
     rules.update(np_states("obj", "clause", 0.25))
@@ -164,7 +231,9 @@ def documents(n_tokens: int, seed: int = 0, grammar: Grammar = GRAMMAR) -> list[
     """Whole documents of the grammar's walk from ``seed`` until at least ``n_tokens`` byte-level
     tokens (text bytes plus one EOS per document) have been produced."""
     positive_int(n_tokens, "n_tokens")
-    docs, parts, count = [], [], 0
+    docs: list[str] = []
+    parts: list[str] = []
+    count = 0
     for state, word in grammar.walk(seed):
         count += grammar.tokens(state, word)
         if word == EOS:
@@ -174,6 +243,7 @@ def documents(n_tokens: int, seed: int = 0, grammar: Grammar = GRAMMAR) -> list[
                 return docs
         else:
             parts.append(grammar.render(state, word))
+    raise RuntimeError("the grammar's walk ended")  # (it never does: walk() is endless)
 
 
 def grammar_dataset(n_tokens: int, seed: int = 0):
@@ -211,7 +281,7 @@ def pack(texts: Iterable[str], encode, eos_token_id: int, steps: int, batch: int
     for text in texts:
         ids = list(encode(text)) + [eos_token_id]
         take = min(len(ids), need - n)
-        out[n:n + take] = torch.tensor(ids[:take], dtype=torch.int64)
+        out[n : n + take] = torch.tensor(ids[:take], dtype=torch.int64)
         n += take
         if n == need:
             return out.view(steps, batch, seq_len)

@@ -39,7 +39,9 @@ def _scale_patch(change):
     def wrap(orig):
         def amax_to_scale(amax, float8_dtype, round_scales_to_power_of_2=False):
             return change(orig(amax, float8_dtype, round_scales_to_power_of_2), float8_dtype)
+
         return amax_to_scale
+
     return _patched(fu, "amax_to_scale", wrap)
 
 
@@ -63,7 +65,9 @@ def weight_scale_doubled():
             if bound.arguments["gemm_input_role"] == GemmInputRole.WEIGHT:
                 out._scale = out._scale * 2
             return out
+
         return cast
+
     return _patched(fl, "hp_tensor_to_float8_dynamic", wrap)
 
 
@@ -86,7 +90,9 @@ def gradients_in_e4m3():
             c = orig(name)
             e4 = dataclasses.replace(c.cast_config_grad_output, target_dtype=torch.float8_e4m3fn)
             return dataclasses.replace(c, cast_config_grad_output=e4, cast_config_grad_output_for_grad_weight=e4)
+
         return staticmethod(from_recipe_name)
+
     return _patched(cfg_mod.Float8LinearConfig, "from_recipe_name", lambda orig: wrap(orig))
 
 

@@ -45,8 +45,16 @@ def parity(bf16_tails: list[float], fp8_tail: float, budget: float, z: float = P
     run there is no noise estimate and the bound is the budget alone."""
     values = [x for x in bf16_tails if x is not None and math.isfinite(x)]
     if len(values) != len(bf16_tails) or not values or fp8_tail is None or not math.isfinite(fp8_tail):
-        return {"baseline": None, "gap": math.nan, "noise": None, "z_score": None, "budget": budget,
-                "bound": None, "within": False, "bf16_runs": len(bf16_tails)}
+        return {
+            "baseline": None,
+            "gap": math.nan,
+            "noise": None,
+            "z_score": None,
+            "budget": budget,
+            "bound": None,
+            "within": False,
+            "bf16_runs": len(bf16_tails),
+        }
     n = len(values)
     mean = sum(values) / n
     noise = None
@@ -55,5 +63,13 @@ def parity(bf16_tails: list[float], fp8_tail: float, budget: float, z: float = P
         noise = spread * math.sqrt(1 + 1 / n)
     gap = fp8_tail / mean - 1
     bound = budget + (z * noise if noise is not None else 0.0)
-    return {"baseline": mean, "gap": gap, "noise": noise, "z_score": gap / noise if noise else None,
-            "budget": budget, "bound": bound, "within": abs(gap) <= bound, "bf16_runs": n}
+    return {
+        "baseline": mean,
+        "gap": gap,
+        "noise": noise,
+        "z_score": gap / noise if noise else None,
+        "budget": budget,
+        "bound": bound,
+        "within": abs(gap) <= bound,
+        "bf16_runs": n,
+    }

@@ -25,12 +25,21 @@ def preset_model(cfg: FinetuneConfig, vocab_size: int) -> torch.nn.Module:
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     p = PRESETS[cfg.preset]
-    config = Qwen3Config(
-        vocab_size=vocab_size, hidden_size=p.hidden_size, intermediate_size=p.intermediate_size,
-        num_hidden_layers=cfg.layers, num_attention_heads=p.num_attention_heads,
-        num_key_value_heads=p.num_key_value_heads, head_dim=p.head_dim,
-        max_position_embeddings=max(4096, cfg.seq_len), rope_theta=1_000_000.0, rms_norm_eps=1e-6,
-        tie_word_embeddings=True, use_cache=False, attn_implementation=p.attention,
+    # transformers' type stubs omit keywords Qwen3Config takes (rope_theta, attn_implementation)
+    config = Qwen3Config(  # type: ignore[call-arg]
+        vocab_size=vocab_size,
+        hidden_size=p.hidden_size,
+        intermediate_size=p.intermediate_size,
+        num_hidden_layers=cfg.layers,
+        num_attention_heads=p.num_attention_heads,
+        num_key_value_heads=p.num_key_value_heads,
+        head_dim=p.head_dim,
+        max_position_embeddings=max(4096, cfg.seq_len),
+        rope_theta=1_000_000.0,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=True,
+        use_cache=False,
+        attn_implementation=p.attention,
     )
     torch.manual_seed(cfg.seed)
     return Qwen3ForCausalLM(config).to(torch.bfloat16)
@@ -111,6 +120,8 @@ def batches(cfg: FinetuneConfig, tokenizer) -> tuple[torch.Tensor, str, float | 
     if isinstance(tokenizer, ByteTokenizer):
         encode = tokenizer.encode
     else:
+
         def encode(text: str) -> list[int]:
             return tokenizer(text, add_special_tokens=False)["input_ids"]
+
     return pack(texts, encode, tokenizer.eos_token_id, cfg.steps, cfg.batch, cfg.seq_len), what, floor

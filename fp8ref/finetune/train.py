@@ -21,6 +21,7 @@ import gc
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -39,6 +40,7 @@ RESULTS_SCHEMA = "fp8ref.finetune/2"  # 2: noise runs and the parity verdict
 
 
 # --- FP8 conversion -------------------------------------------------------------------------------
+
 
 def _linears(model: torch.nn.Module) -> list[str]:
     return [n for n, m in model.named_modules() if type(m) is torch.nn.Linear]
@@ -70,11 +72,13 @@ Progress = Callable[[str, int, int, float, "float | None"], None]
 
 def _schedule(cfg: FinetuneConfig) -> Callable[[int], float]:
     """Linear warm-up, then cosine decay to 10% of the peak learning rate."""
+
     def factor(step: int) -> float:
         if step < cfg.warmup_steps:
             return (step + 1) / cfg.warmup_steps
         t = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
         return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
+
     return factor
 
 
@@ -88,8 +92,9 @@ def _checksum(model: torch.nn.Module) -> float:
         return float(sum(p.double().sum() for p in model.parameters()))
 
 
-def _train(model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, label: str,
-           progress: Progress | None) -> dict:
+def _train(
+    model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, label: str, progress: Progress | None
+) -> dict:
     device = torch.device(cfg.device)
     model.train()
     if cfg.grad_checkpointing:
@@ -101,19 +106,25 @@ def _train(model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, l
         else:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     init = _checksum(model)
-    fn = model
+    fn: Callable[..., Any] = model
     if cfg.compile:
         torch._dynamo.reset()
         fn = torch.compile(model)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.95), weight_decay=cfg.weight_decay,
-                            **({"fused": True} if device.type == "cuda" else {}))
+    opt = torch.optim.AdamW(
+        params,
+        lr=cfg.lr,
+        betas=(0.9, 0.95),
+        weight_decay=cfg.weight_decay,
+        **({"fused": True} if device.type == "cuda" else {}),
+    )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg))
-    losses, seconds = [], []
+    losses: list[float] = []
+    seconds: list[float] = []
     tokens_per_step = cfg.batch * cfg.seq_len
 
     def tokens_per_s() -> float | None:
-        timed = seconds[cfg.throughput_warmup:]
+        timed = seconds[cfg.throughput_warmup :]
         return tokens_per_step * len(timed) / sum(timed) if timed else None
 
     batches = batches.to(device)  # a few MB even for 4b-shaped: no host copies inside the timed loop
@@ -138,11 +149,14 @@ def _train(model: torch.nn.Module, batches: torch.Tensor, cfg: FinetuneConfig, l
         "losses": losses,
         "step_seconds": seconds,
         "tokens_per_s": tokens_per_s(),
-        "throughput_steps": len(seconds[cfg.throughput_warmup:]),
+        "throughput_steps": len(seconds[cfg.throughput_warmup :]),
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
         "init_checksum": init,
-        "checkpointing": bool(model.is_activation_checkpointing if hasattr(model, "is_activation_checkpointing")
-                              else getattr(model, "is_gradient_checkpointing", False)),
+        "checkpointing": bool(
+            model.is_activation_checkpointing
+            if hasattr(model, "is_activation_checkpointing")
+            else getattr(model, "is_gradient_checkpointing", False)
+        ),
     }
 
 
@@ -183,8 +197,9 @@ def _prepare(cfg: FinetuneConfig) -> tuple:
     return build, source, packed, data_what, floor
 
 
-def _run(cfg: FinetuneConfig, build, batches: torch.Tensor, label: str, nudge: int, fp8: bool,
-         progress: Progress | None) -> tuple[dict, dict | None, int]:
+def _run(
+    cfg: FinetuneConfig, build, batches: torch.Tensor, label: str, nudge: int, fp8: bool, progress: Progress | None
+) -> tuple[dict, dict | None, int]:
     """One training run: ``(run record, FP8 conversion info or None, parameter count)``."""
     device = torch.device(cfg.device)
     if device.type == "cuda":  # the previous run's model gone before this one's peak is measured
@@ -222,10 +237,20 @@ def compare(cfg: FinetuneConfig, progress: Progress | None = None) -> dict:
     return {
         "schema": RESULTS_SCHEMA,
         "config": dataclasses.asdict(cfg),
-        "versions": {**versions(cfg.device), "transformers": package_version("transformers"),
-                     "datasets": package_version("datasets"), "torch_threads": torch.get_num_threads()},
-        "model": {"source": source, "parameters": n_params, "fp8_backend": cfg.backend, "recipe": cfg.recipe,
-                  "fp8_linears": fp8_info["converted"], "kept_high_precision": fp8_info["kept_high_precision"]},
+        "versions": {
+            **versions(cfg.device),
+            "transformers": package_version("transformers"),
+            "datasets": package_version("datasets"),
+            "torch_threads": torch.get_num_threads(),
+        },
+        "model": {  # (an FP8 run always ran, so its conversion info is there)
+            "source": source,
+            "parameters": n_params,
+            "fp8_backend": cfg.backend,
+            "recipe": cfg.recipe,
+            "fp8_linears": (fp8_info or {}).get("converted"),
+            "kept_high_precision": (fp8_info or {}).get("kept_high_precision"),
+        },
         "data": {"dataset": data_what, "tokens_per_step": cfg.batch * cfg.seq_len, "loss_floor": floor},
         "runs": runs,
         "tail_steps": k,
@@ -246,8 +271,9 @@ def calibrate(cfg: FinetuneConfig, runs: int, progress: Progress | None = None) 
     build, _, batches, _, _ = _prepare(cfg)
     out: dict = {}
     for label, fp8 in (("bf16", False), ("fp8", True)):
-        tails = [tail_loss(_run(cfg, build, batches, f"{label}~{k}", k, fp8, progress)[0]["losses"])
-                 for k in range(runs)]
+        tails = [
+            tail_loss(_run(cfg, build, batches, f"{label}~{k}", k, fp8, progress)[0]["losses"]) for k in range(runs)
+        ]
         mean = sum(tails) / runs
         spread = math.sqrt(sum((x - mean) ** 2 for x in tails) / (runs - 1)) / mean
         out[label] = {"tails": tails, "mean": mean, "spread": spread}

@@ -3,6 +3,7 @@ asserted in tests (the machines are shared and noisy)."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 
@@ -12,8 +13,16 @@ from ..reference.codec import encode
 from ..reference.formats import get_format, select
 from ..reference.validate import instance, positive_int
 
-__all__ = ["best_time", "device_time", "codec_throughput", "PEAK_TFLOPS", "peak_tflops", "LLM_GEMM_SHAPES",
-           "gemm_tflops", "scaled_mm_vs_bf16"]
+__all__ = [
+    "best_time",
+    "device_time",
+    "codec_throughput",
+    "PEAK_TFLOPS",
+    "peak_tflops",
+    "LLM_GEMM_SHAPES",
+    "gemm_tflops",
+    "scaled_mm_vs_bf16",
+]
 
 # Dense (no sparsity) tensor-core peaks in TFLOP/s, from NVIDIA's datasheets, keyed by the exact
 # name torch.cuda.get_device_name() gives (without a leading "NVIDIA "): H100 SXM and H200 SXM
@@ -86,11 +95,11 @@ def device_time(fn: Callable[[], object], iters: int = 20, repeat: int = 5, warm
     return best
 
 
-def codec_throughput(n: int = 1 << 24, formats=None, repeat: int = 5, device: str = "cpu",
-                     seed: int = 0) -> list[dict]:
+def codec_throughput(n: int = 1 << 24, formats=None, repeat: int = 5, device: str = "cpu", seed: int = 0) -> list[dict]:
     """Encode ``n`` float32 values with the codec and with torch's native cast, per format.
 
-    ``formats`` defaults to the FP8 element formats. Returns one row per format: seconds for each, elements/s, and ``ratio`` = codec throughput /
+    ``formats`` defaults to the FP8 element formats.
+    Returns one row per format: seconds for each, elements/s, and ``ratio`` = codec throughput /
     native throughput (1.0 = as fast as the native cast). Both are timed in the same run,
     alternating, so machine noise hits both alike.
     """
@@ -104,14 +113,20 @@ def codec_throughput(n: int = 1 << 24, formats=None, repeat: int = 5, device: st
             continue
         t_native, t_codec = float("inf"), float("inf")
         for _ in range(repeat):  # alternate so drifts in machine load hit both
-            t_native = min(t_native, best_time(lambda dtype=dtype: x.to(dtype), repeat=1))
-            t_codec = min(t_codec, best_time(lambda fmt=fmt: encode(x, fmt, saturate=True), repeat=1))
-        rows.append({
-            "format": fmt.name, "n": n, "device": str(device),
-            "native_s": t_native, "codec_s": t_codec,
-            "native_melem_s": n / t_native / 1e6, "codec_melem_s": n / t_codec / 1e6,
-            "ratio": t_native / t_codec,
-        })
+            t_native = min(t_native, best_time(functools.partial(x.to, dtype), repeat=1))
+            t_codec = min(t_codec, best_time(functools.partial(encode, x, fmt, saturate=True), repeat=1))
+        rows.append(
+            {
+                "format": fmt.name,
+                "n": n,
+                "device": str(device),
+                "native_s": t_native,
+                "codec_s": t_codec,
+                "native_melem_s": n / t_native / 1e6,
+                "codec_melem_s": n / t_codec / 1e6,
+                "ratio": t_native / t_codec,
+            }
+        )
     return rows
 
 
@@ -127,8 +142,7 @@ def gemm_tflops(m: int, k: int, n: int, seconds: float) -> float:
     return 2.0 * m * k * n / seconds / 1e12
 
 
-def scaled_mm_vs_bf16(m: int, k: int, n: int, device: str = "cuda", repeat: int = 10,
-                      fast_accum: bool = True) -> dict:
+def scaled_mm_vs_bf16(m: int, k: int, n: int, device: str = "cuda", repeat: int = 10, fast_accum: bool = True) -> dict:
     """Time bf16 ``mm`` and tensorwise-scaled E4M3 ``torch._scaled_mm`` on the same shape, in one
     run (alternating), and return TFLOP/s of each, the ratio, and percent of peak if known."""
     gen = torch.Generator().manual_seed(0)
@@ -147,14 +161,21 @@ def scaled_mm_vs_bf16(m: int, k: int, n: int, device: str = "cuda", repeat: int 
     for _ in range(repeat):  # alternate, so drifts in clocks and load hit both
         t_bf16 = min(t_bf16, device_time(bf16, iters=10, repeat=1, warmup=1))
         t_fp8 = min(t_fp8, device_time(fp8, iters=10, repeat=1, warmup=1))
-    row = {"m": m, "k": k, "n": n, "device": device, "bf16_tflops": gemm_tflops(m, k, n, t_bf16),
-           "fp8_tflops": gemm_tflops(m, k, n, t_fp8), "fp8_over_bf16": t_bf16 / t_fp8}
+    row: dict[str, object] = {
+        "m": m,
+        "k": k,
+        "n": n,
+        "device": device,
+        "bf16_tflops": gemm_tflops(m, k, n, t_bf16),
+        "fp8_tflops": gemm_tflops(m, k, n, t_fp8),
+        "fp8_over_bf16": t_bf16 / t_fp8,
+    }
     name = torch.cuda.get_device_name() if torch.device(device).type == "cuda" else "cpu"
     peak = peak_tflops(name)
     row["device_name"] = name
     if peak:
-        row["bf16_pct_peak"] = 100 * row["bf16_tflops"] / peak["bf16"]
-        row["fp8_pct_peak"] = 100 * row["fp8_tflops"] / peak["fp8"]
+        row["bf16_pct_peak"] = 100 * gemm_tflops(m, k, n, t_bf16) / peak["bf16"]
+        row["fp8_pct_peak"] = 100 * gemm_tflops(m, k, n, t_fp8) / peak["fp8"]
     else:
         row["peak"] = f"no peak known for {name}"
     return row

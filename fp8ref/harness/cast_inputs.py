@@ -52,22 +52,47 @@ def float32_structured_inputs(fmt: str | FloatFormat) -> dict[str, torch.Tensor]
     top = pos[-1]
     ulp_top = top - pos[-2]
     over_mid = torch.tensor([top + ulp_top / 2], dtype=torch.float64).float()
-    boundary = torch.cat([
-        torch.tensor([top], dtype=torch.float32),
-        over_mid,
-        f32_from_bits(f32_bits(over_mid) - 1),
-        f32_from_bits(f32_bits(over_mid) + 1),
-        torch.tensor([float(top + ulp_top), float(top) * 2, float(top) * 1000, 3.4028234663852886e38]).float(),
-    ])
+    boundary = torch.cat(
+        [
+            torch.tensor([top], dtype=torch.float32),
+            over_mid,
+            f32_from_bits(f32_bits(over_mid) - 1),
+            f32_from_bits(f32_bits(over_mid) + 1),
+            torch.tensor([float(top + ulp_top), float(top) * 2, float(top) * 1000, 3.4028234663852886e38]).float(),
+        ]
+    )
     tiny = fmt.min_subnormal
     sub = torch.linspace(0, 2 * fmt.min_normal, 4097, dtype=torch.float64).float()
     half_tiny = torch.tensor([tiny / 2], dtype=torch.float64).float()
-    sub = torch.cat([sub, half_tiny, f32_from_bits(f32_bits(half_tiny) - 1),
-                     f32_from_bits(f32_bits(half_tiny) + 1), torch.tensor([tiny / 4, tiny * 0.75])])
-    specials = f32_from_bits(torch.tensor([
-        0x00000000, 0x7F800000, 0x7FC00000, 0x7F800001, 0x7FFFFFFF, 0x7FA00000,
-        0x00000001, 0x00400000, 0x007FFFFF, 0x00800000, 0x7F7FFFFF, 0x3F800000, 0x3F800001,
-    ], dtype=torch.int64))
+    sub = torch.cat(
+        [
+            sub,
+            half_tiny,
+            f32_from_bits(f32_bits(half_tiny) - 1),
+            f32_from_bits(f32_bits(half_tiny) + 1),
+            torch.tensor([tiny / 4, tiny * 0.75]),
+        ]
+    )
+    specials = f32_from_bits(
+        torch.tensor(
+            [
+                0x00000000,
+                0x7F800000,
+                0x7FC00000,
+                0x7F800001,
+                0x7FFFFFFF,
+                0x7FA00000,
+                0x00000001,
+                0x00400000,
+                0x007FFFFF,
+                0x00800000,
+                0x7F7FFFFF,
+                0x3F800000,
+                0x3F800001,
+            ],
+            dtype=torch.int64,
+        )
+    )
 
     def both_signs(t: torch.Tensor) -> torch.Tensor:
         return torch.cat([t, -t])

@@ -29,8 +29,17 @@ from ..reference.formats import FloatFormat, get_format
 from ..reference.validate import Choice
 from .implementations import Implementation
 
-__all__ = ["Mode", "classify", "CastReport", "check_cast", "describe_inputs", "summarize_reports", "merge_reports",
-           "is_nan_code", "encode_or_zero"]
+__all__ = [
+    "Mode",
+    "classify",
+    "CastReport",
+    "check_cast",
+    "describe_inputs",
+    "summarize_reports",
+    "merge_reports",
+    "is_nan_code",
+    "encode_or_zero",
+]
 
 
 def is_nan_code(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
@@ -94,8 +103,9 @@ def _fmt_input(v: torch.Tensor) -> str:
     return f"0x{bits:04x} ({float(v.float().item())!r})"
 
 
-def describe_inputs(x: torch.Tensor, got: torch.Tensor, want: torch.Tensor, fmt: FloatFormat,
-                    idx: torch.Tensor, limit: int = 8) -> list[str]:
+def describe_inputs(
+    x: torch.Tensor, got: torch.Tensor, want: torch.Tensor, fmt: FloatFormat, idx: torch.Tensor, limit: int = 8
+) -> list[str]:
     """One line per differing input: input bits and value, expected code and value, got."""
     table = decode_table(fmt)
 
@@ -207,17 +217,24 @@ class CastReport:
         return not (self.in_range_mismatches or self.nan_not_nan or self.mode_mismatches)
 
     def summary(self) -> str:
-        return (f"{self.inputs} -> {self.fmt} [{self.impl}]: {sum(self.counts.values())} inputs, "
-                f"{self.counts['in_range']} in range, {self.in_range_mismatches} in-range mismatches; "
-                f"overflow={self.overflow_mode}, inf={self.inf_mode}, nan codes={'/'.join(self.nan_codes) or 'n/a'}"
-                + (f", no-encoding: {self.no_encoding}" if self.no_encoding != "n/a" else ""))
+        return (
+            f"{self.inputs} -> {self.fmt} [{self.impl}]: {sum(self.counts.values())} inputs, "
+            f"{self.counts['in_range']} in range, {self.in_range_mismatches} in-range mismatches; "
+            f"overflow={self.overflow_mode}, inf={self.inf_mode}, nan codes={'/'.join(self.nan_codes) or 'n/a'}"
+            + (f", no-encoding: {self.no_encoding}" if self.no_encoding != "n/a" else "")
+        )
 
     def failure_message(self) -> str:
         return "\n".join([self.summary(), *self.failures])
 
 
-def check_cast(impl: Implementation, x: torch.Tensor, fmt: str | FloatFormat, inputs: str = "inputs",
-               got: torch.Tensor | None = None) -> CastReport:
+def check_cast(
+    impl: Implementation,
+    x: torch.Tensor,
+    fmt: str | FloatFormat,
+    inputs: str = "inputs",
+    got: torch.Tensor | None = None,
+) -> CastReport:
     """Cast ``x`` with ``impl`` (unless ``got`` is given) and compare with the codec."""
     fmt = get_format(fmt)
     x = x.reshape(-1)
@@ -258,11 +275,18 @@ def check_cast(impl: Implementation, x: torch.Tensor, fmt: str | FloatFormat, in
 
     nan_codes = sorted({f"0x{int(c):02x}" for c in got[cls["nan"]].unique().tolist()})
     return CastReport(
-        impl=str(impl), fmt=fmt.name, inputs=inputs,
+        impl=str(impl),
+        fmt=fmt.name,
+        inputs=inputs,
         counts={k: _count(v) for k, v in cls.items()},
-        in_range_mismatches=in_range_bad, nan_not_nan=_count(nan_bad_mask),
-        overflow_modes=overflow_modes, inf_modes=inf_modes, no_encoding_words=no_encoding,
-        nan_codes=nan_codes, mode_mismatches=mode_bad, failures=failures,
+        in_range_mismatches=in_range_bad,
+        nan_not_nan=_count(nan_bad_mask),
+        overflow_modes=overflow_modes,
+        inf_modes=inf_modes,
+        no_encoding_words=no_encoding,
+        nan_codes=nan_codes,
+        mode_mismatches=mode_bad,
+        failures=failures,
     )
 
 
@@ -278,11 +302,14 @@ def merge_reports(reports: list[CastReport], inputs: str | None = None) -> CastR
         return tuple({v for r in reports for v in getattr(r, attr)})
 
     return CastReport(
-        impl=first.impl, fmt=first.fmt, inputs=inputs or first.inputs,
+        impl=first.impl,
+        fmt=first.fmt,
+        inputs=inputs or first.inputs,
         counts={k: sum(r.counts[k] for r in reports) for k in first.counts},
         in_range_mismatches=sum(r.in_range_mismatches for r in reports),
         nan_not_nan=sum(r.nan_not_nan for r in reports),
-        overflow_modes=union("overflow_modes"), inf_modes=union("inf_modes"),
+        overflow_modes=union("overflow_modes"),
+        inf_modes=union("inf_modes"),
         no_encoding_words=union("no_encoding_words"),
         nan_codes=sorted({c for r in reports for c in r.nan_codes}),
         mode_mismatches=sum(r.mode_mismatches for r in reports),
@@ -309,10 +336,12 @@ def summarize_reports(reports: list[CastReport]) -> list[str]:
         total = sum(sum(r.counts.values()) for r in rs)
         in_range = sum(r.counts["in_range"] for r in rs)
         bad = sum(r.in_range_mismatches + r.nan_not_nan + r.mode_mismatches for r in rs)
-        line = (f"{fmt:9s} {impl:{width}s} {total:>12,} inputs ({in_range:,} in range): {bad} mismatches; "
-                f"overflow={joined(m for r in rs for m in r.overflow_modes)} "
-                f"inf={joined(m for r in rs for m in r.inf_modes)} "
-                f"nan={joined(c for r in rs for c in r.nan_codes)}")
+        line = (
+            f"{fmt:9s} {impl:{width}s} {total:>12,} inputs ({in_range:,} in range): {bad} mismatches; "
+            f"overflow={joined(m for r in rs for m in r.overflow_modes)} "
+            f"inf={joined(m for r in rs for m in r.inf_modes)} "
+            f"nan={joined(c for r in rs for c in r.nan_codes)}"
+        )
         no_enc = joined((w for r in rs for w in r.no_encoding_words), sep=",")
         if no_enc != "n/a":
             line += f" no-encoding={no_enc}"

@@ -61,9 +61,16 @@ def blocked_scales(kind: str, scale_codes: torch.Tensor, device: str) -> torch.T
     return to_blocked(scale_codes).view(getattr(torch, _SCALE_DTYPE[kind])).to(device)
 
 
-def scaled_mm(kind: str, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: torch.Tensor, b_scale: torch.Tensor,
-              out_dtype: torch.dtype = torch.bfloat16, device: str = "cuda",
-              tensor_scales: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+def scaled_mm(
+    kind: str,
+    a_codes: torch.Tensor,
+    a_scale: torch.Tensor,
+    b_codes: torch.Tensor,
+    b_scale: torch.Tensor,
+    out_dtype: torch.dtype = torch.bfloat16,
+    device: str = "cuda",
+    tensor_scales: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """``A @ B^T`` on ``device`` by ``torch._scaled_mm`` from E2M1 codes (uint8, one per byte):
     ``a_codes`` (M, K), ``b_codes`` (N, K); block scale codes ``a_scale`` (M, K/bs) and
     ``b_scale`` (N, K/bs) (E8M0 for mxfp4, UE4M3 bytes for nvfp4); ``tensor_scales`` (nvfp4 two
@@ -74,9 +81,11 @@ def scaled_mm(kind: str, a_codes: torch.Tensor, a_scale: torch.Tensor, b_codes: 
     bs = BLOCK[kind]
     (m, k), (n, k2) = a_codes.shape, b_codes.shape
     if k != k2 or k % bs or a_scale.shape != (m, k // bs) or b_scale.shape != (n, k // bs):
-        raise ValueError(f"a_codes {tuple(a_codes.shape)}, b_codes {tuple(b_codes.shape)}, a_scale "
-                         f"{tuple(a_scale.shape)}, b_scale {tuple(b_scale.shape)}: expected (M, K), (N, K), "
-                         f"(M, K/{bs}), (N, K/{bs})")
+        raise ValueError(
+            f"a_codes {tuple(a_codes.shape)}, b_codes {tuple(b_codes.shape)}, a_scale "
+            f"{tuple(a_scale.shape)}, b_scale {tuple(b_scale.shape)}: expected (M, K), (N, K), "
+            f"(M, K/{bs}), (N, K/{bs})"
+        )
     x2 = torch.float4_e2m1fn_x2
     a = pack_fp4(a_codes).view(x2).to(device)
     b = pack_fp4(b_codes).view(x2).to(device).t()

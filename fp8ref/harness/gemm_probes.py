@@ -51,8 +51,11 @@ def accumulator_bits(device: str = "cpu", fast_accum: bool = False) -> int:
     boolean(fast_accum, "fast_accum")
     A, B = _powers_of_two_probe(device)
     one = torch.tensor(1.0, device=device)
-    out = torch._scaled_mm(A, B, scale_a=one, scale_b=one, out_dtype=torch.float32,
-                           use_fast_accum=fast_accum).double().cpu()
+    out = (
+        torch._scaled_mm(A, B, scale_a=one, scale_b=one, out_dtype=torch.float32, use_fast_accum=fast_accum)
+        .double()
+        .cpu()
+    )
     kept = -1
     for d in range(2 * _SPAN - 1):
         cells = [(i, d - i) for i in range(_SPAN) if 0 <= d - i < _SPAN]
@@ -71,8 +74,13 @@ def scale_result_rule(device: str = "cpu", out_dtype: torch.dtype = torch.float8
     b = torch.zeros(16, 32)
     a[:, 0], b[:, 0] = 1.0, 2.0  # every output element: 1 * 2 = 2, exactly
     A, B = a.to(torch.float8_e4m3fn).to(device), b.to(torch.float8_e4m3fn).to(device).t()
-    y = torch._scaled_mm(A, B, scale_a=one, scale_b=one, scale_result=torch.tensor(4.0, device=device),
-                         out_dtype=out_dtype).float().cpu()
+    y = (
+        torch._scaled_mm(
+            A, B, scale_a=one, scale_b=one, scale_result=torch.tensor(4.0, device=device), out_dtype=out_dtype
+        )
+        .float()
+        .cpu()
+    )
     values = set(y.flatten().tolist())
     if len(values) != 1:
         return f"other: {sorted(values)[:4]}"
@@ -80,9 +88,15 @@ def scale_result_rule(device: str = "cpu", out_dtype: torch.dtype = torch.float8
     return {0.5: "divides", 8.0: "multiplies", 2.0: "ignored"}.get(v, f"other: {v!r}")
 
 
-def reference_bound(a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor,
-                    out_dtype: torch.dtype, bias: torch.Tensor | None = None,
-                    accum_bits: int = 23) -> tuple[torch.Tensor, torch.Tensor]:
+def reference_bound(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scale_a: torch.Tensor,
+    scale_b: torch.Tensor,
+    out_dtype: torch.dtype,
+    bias: torch.Tensor | None = None,
+    accum_bits: int = 23,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The exact result of ``_scaled_mm(a, b, scale_a, scale_b, bias)`` in float64 and the error a
     correct kernel may add, elementwise.
 

@@ -36,8 +36,15 @@ _CPU_FLAGS = ("avx512_fp16", "avx512_bf16", "amx_bf16", "amx_int8", "amx_fp16")
 
 # Optional packages by import name -> the extra of pyproject.toml that installs them.
 EXTRAS = {
-    "torchao": "test", "ml_dtypes": "test", "hypothesis": "test", "numpy": "test", "pytest_benchmark": "test",
-    "transformers": "finetune", "datasets": "finetune", "matplotlib": "finetune", "tqdm": "finetune",
+    "torchao": "test",
+    "ml_dtypes": "test",
+    "hypothesis": "test",
+    "numpy": "test",
+    "pytest_benchmark": "test",
+    "transformers": "finetune",
+    "datasets": "finetune",
+    "matplotlib": "finetune",
+    "tqdm": "finetune",
 }
 _PIP_NAMES = {"ml_dtypes": "ml-dtypes", "pytest_benchmark": "pytest-benchmark"}
 
@@ -55,8 +62,9 @@ def has_package(pkg: str) -> bool:
 def needs_package(pkg: str, what: str = "this") -> str:
     """The one wording for a missing optional package: what needs it and how to install it."""
     one_of(pkg, sorted(EXTRAS), "pkg")
-    return (f"{what} needs package {_PIP_NAMES.get(pkg, pkg)}, which is not installed "
-            f"(pip install -e '.[{EXTRAS[pkg]}]')")
+    return (
+        f"{what} needs package {_PIP_NAMES.get(pkg, pkg)}, which is not installed (pip install -e '.[{EXTRAS[pkg]}]')"
+    )
 
 
 def require(pkg: str, what: str = "this"):
@@ -87,8 +95,10 @@ def device_kind(device: str = "cpu") -> str:
         return "cpu"
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device {device}: CUDA is not available here (torch {torch.__version__}, "
-                             f"CUDA build {torch.version.cuda or 'none'})")
+            raise ValueError(
+                f"device {device}: CUDA is not available here (torch {torch.__version__}, "
+                f"CUDA build {torch.version.cuda or 'none'})"
+            )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise ValueError(f"device {device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
         major, minor = torch.cuda.get_device_capability(dev)

@@ -25,8 +25,14 @@ from ..reference.validate import instance, one_of
 from .install import device_kind
 from .refusals import attempt
 
-__all__ = ["SCALED_MM_SCALINGS", "torch_dtype", "scaled_mm_scaling", "torchao_float8", "torchao_recipe",
-           "run_torchao_linear"]
+__all__ = [
+    "SCALED_MM_SCALINGS",
+    "torch_dtype",
+    "scaled_mm_scaling",
+    "torchao_float8",
+    "torchao_recipe",
+    "run_torchao_linear",
+]
 
 # The scalings of torch._scaled_mm: per tensor, per row/column, DeepSeek-V3's 1x128 x 128x128
 # blocks (cuBLAS: sm90 only), MX 1x32 with E8M0 scales (sm100); and with FP4 operands, MXFP4
@@ -86,7 +92,7 @@ def scaled_mm_scaling(scaling: str, out_dtype: torch.dtype = torch.bfloat16, dev
         return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
 
     ok, result = attempt(call)
-    return None if ok else result
+    return None if ok else str(result)
 
 
 @functools.cache
@@ -100,11 +106,12 @@ def torchao_float8() -> str | None:
         from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: F401
 
     ok, result = attempt(load)
-    return None if ok else result
+    return None if ok else str(result)
 
 
-def run_torchao_linear(recipe: str, x: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor,
-                       emulate: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def run_torchao_linear(
+    recipe: str, x: torch.Tensor, weight: torch.Tensor, grad: torch.Tensor, emulate: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """torchao's Float8Linear for ``recipe`` with ``weight`` (no bias), ``emulate=False`` running
     ``torch._scaled_mm``: forward of ``x``, backward of ``grad``; (output, grad_input, grad_weight)."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
@@ -118,7 +125,9 @@ def run_torchao_linear(recipe: str, x: torch.Tensor, weight: torch.Tensor, grad:
     xi = x.detach().clone().requires_grad_()
     y = m(xi)
     y.backward(grad)
-    return y.detach(), xi.grad, m[0].weight.grad
+    gx, gw = xi.grad, m[0].weight.grad
+    assert isinstance(gx, torch.Tensor) and isinstance(gw, torch.Tensor)  # backward always gives both
+    return y.detach(), gx, gw
 
 
 @functools.cache
@@ -132,4 +141,4 @@ def torchao_recipe(recipe: str, device: str = "cpu") -> str | None:
     gen = torch.Generator().manual_seed(0)
     x, w, g = (torch.randn(*s, generator=gen).to(torch.bfloat16).to(device) for s in ((32, 64), (32, 64), (32, 32)))
     ok, result = attempt(lambda: run_torchao_linear(recipe, x, w, g))
-    return None if ok else result
+    return None if ok else str(result)

@@ -44,8 +44,22 @@ from .profile_file import (  # noqa: F401 - the profile's file format, part of t
 )
 from .refusals import attempt
 
-__all__ = ["PROFILE_VERSION", "ProfileError", "TOLERANCES", "device_kind", "versions", "collect", "save", "load",
-           "same_value", "diff", "format_diff", "golden_path", "compare_with_golden", "exact_linear_problem"]
+__all__ = [
+    "PROFILE_VERSION",
+    "ProfileError",
+    "TOLERANCES",
+    "device_kind",
+    "versions",
+    "collect",
+    "save",
+    "load",
+    "same_value",
+    "diff",
+    "format_diff",
+    "golden_path",
+    "compare_with_golden",
+    "exact_linear_problem",
+]
 
 
 def _sha(*tensors: torch.Tensor) -> str:
@@ -59,7 +73,7 @@ def _isolated(keys: list[str], probe) -> dict:
     """``probe()``'s keys, or each of ``keys`` set to the install's refusal when it refuses.
     A bug (an error that is not a refusal) propagates: see ``fp8ref.harness.refusals``."""
     ok, result = attempt(probe)
-    return result if ok else {k: result for k in keys}
+    return result if ok and isinstance(result, dict) else {k: result for k in keys}
 
 
 # --- probes ---------------------------------------------------------------------------------
@@ -94,8 +108,12 @@ def _probe_casts(device: str) -> dict:
 
             def probe(impl=impl, dtype=dtype, fmt=fmt, key=key, tag=tag):
                 r = check_cast(impl, all_16bit_inputs(dtype), fmt, tag)
-                res = {f"{key}.in_range_mismatches": r.in_range_mismatches, f"{key}.overflow": r.overflow_mode,
-                       f"{key}.inf": r.inf_mode, f"{key}.nan_codes": "|".join(r.nan_codes)}
+                res = {
+                    f"{key}.in_range_mismatches": r.in_range_mismatches,
+                    f"{key}.overflow": r.overflow_mode,
+                    f"{key}.inf": r.inf_mode,
+                    f"{key}.nan_codes": "|".join(r.nan_codes),
+                }
                 if r.no_encoding != "n/a":
                     res[f"{key}.no_encoding"] = r.no_encoding
                 return res
@@ -112,17 +130,25 @@ def _probe_scaled_mm(device: str) -> dict:
     what ``scale_result`` does to an FP8 output (``fp8ref.harness.gemm_probes``)."""
     from . import gemm_probes
 
-    out = {f"scaled_mm.{scaling}.{tag}": probes.scaled_mm_scaling(scaling, dtype, device) or "ok"
-           for scaling in probes.SCALED_MM_SCALINGS
-           for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))}
+    out = {
+        f"scaled_mm.{scaling}.{tag}": probes.scaled_mm_scaling(scaling, dtype, device) or "ok"
+        for scaling in probes.SCALED_MM_SCALINGS
+        for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))
+    }
     if out["scaled_mm.tensorwise.f32"] == "ok":
         for tag, fast in (("exact", False), ("fast", True)):
             key = f"scaled_mm.accum_bits.{tag}"
             out.update(_isolated([key], lambda key=key, fast=fast: {key: gemm_probes.accumulator_bits(device, fast)}))
         for fmt in ("e4m3fn", "e5m2"):
             key = f"scaled_mm.scale_result.{fmt}_out"
-            out.update(_isolated([key], lambda key=key, fmt=fmt: {
-                key: gemm_probes.scale_result_rule(device, getattr(torch, f"float8_{fmt}"))}))
+            out.update(
+                _isolated(
+                    [key],
+                    lambda key=key, fmt=fmt: {
+                        key: gemm_probes.scale_result_rule(device, getattr(torch, f"float8_{fmt}"))
+                    },
+                )
+            )
     return out
 
 
@@ -172,15 +198,20 @@ def _probe_torchao(device: str) -> dict:
         out.update(
             _isolated([key], lambda g=g, pow2=pow2, key=key: {key: _sha(*ao.dynamic_cast(x, "e4m3fn", g, pow2))})
         )
-    out.update(_isolated(["torchao.mx.default_mode"], lambda: {
-        f"torchao.mx.default_mode.{name}": mode for name, mode in ao.mx_default_modes().items()}))
+    out.update(
+        _isolated(
+            ["torchao.mx.default_mode"],
+            lambda: {f"torchao.mx.default_mode.{name}": mode for name, mode in ao.mx_default_modes().items()},
+        )
+    )
     out.update(_probe_torchao_narrow(device))
     xe, we, ge = exact_linear_problem(device)
     with install.one_thread():
         for name in TORCHAO_RECIPES:
             key = f"torchao.digest.float8linear.{name}"
-            out.update(_isolated([key], lambda name=name, key=key: {
-                key: _sha(*probes.run_torchao_linear(name, xe, we, ge))}))
+            out.update(
+                _isolated([key], lambda name=name, key=key: {key: _sha(*probes.run_torchao_linear(name, xe, we, ge))})
+            )
     return out
 
 
@@ -197,17 +228,23 @@ def _probe_torchao_narrow(device: str) -> dict:
 
         def probe(fmt=fmt, key=key):
             r = check_cast(ao.narrow_cast(fmt), all_16bit_inputs(torch.bfloat16), fmt, "bf16")
-            return {f"{key}.in_range_mismatches": r.in_range_mismatches, f"{key}.inf": r.inf_mode,
-                    f"{key}.nan_codes": "|".join(r.nan_codes)}
+            return {
+                f"{key}.in_range_mismatches": r.in_range_mismatches,
+                f"{key}.inf": r.inf_mode,
+                f"{key}.nan_codes": "|".join(r.nan_codes),
+            }
 
         out.update(_isolated([f"{key}.{k}" for k in ("in_range_mismatches", "inf", "nan_codes")], probe))
     gen = torch.Generator().manual_seed(0)
-    x = (torch.randn(32, 128, generator=gen) * torch.exp2(torch.randint(-8, 8, (32, 1), generator=gen).float())
-         ).to(device)
-    for fmt in select(mx_element=True, narrow=True):
+    x = (torch.randn(32, 128, generator=gen) * torch.exp2(torch.randint(-8, 8, (32, 1), generator=gen).float())).to(
+        device
+    )
+    for elem in select(mx_element=True, narrow=True):
         for mode in ("floor", "rceil"):
-            key = f"torchao.digest.mx.{fmt.name}.{mode}"
-            out.update(_isolated([key], lambda fmt=fmt, mode=mode, key=key: {key: _sha(*ao.to_mx(x, fmt, 32, mode))}))
+            key = f"torchao.digest.mx.{elem.name}.{mode}"
+            out.update(
+                _isolated([key], lambda elem=elem, mode=mode, key=key: {key: _sha(*ao.to_mx(x, elem, 32, mode))})
+            )
     for level in ("single", "two"):
         key = f"torchao.digest.nvfp4.{level}"
 
@@ -220,8 +257,8 @@ def _probe_torchao_narrow(device: str) -> dict:
 
 
 def _probe_emulated_mlp() -> dict:
-    """The MLP of ``fp8ref.harness.mlp_problem`` trained with fp8ref's emulated FP8 (tensorwise): the loss at a few steps,
-    rounded; what moves it is torch's matmul and optimizer, not torch's FP8 casts (compared
+    """The MLP of ``fp8ref.harness.mlp_problem`` trained with fp8ref's emulated FP8 (tensorwise):
+    the loss at a few steps, rounded; what moves it is torch's matmul and optimizer, not torch's FP8 casts (compared
     within ``TOLERANCES``)."""
     from .mlp_problem import train_mlp
 
@@ -268,16 +305,20 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     if torchao:
         behaviour.update(_probe_torchao(device))
     behaviour.update(_probe_emulated_mlp())
-    return {"fp8ref_profile": PROFILE_VERSION, "versions": versions(device),
-            "behaviour": dict(sorted(behaviour.items()))}
+    return {
+        "fp8ref_profile": PROFILE_VERSION,
+        "versions": versions(device),
+        "behaviour": dict(sorted(behaviour.items())),
+    }
 
 
 def golden_path(golden_dir: str | Path, device: str = "cpu") -> Path:
     return Path(golden_dir) / f"{device_kind(device)}.json"
 
 
-def compare_with_golden(golden_dir: str | Path, device: str = "cpu", update: bool = False,
-                        now: dict | None = None) -> tuple[str, list[str]]:
+def compare_with_golden(
+    golden_dir: str | Path, device: str = "cpu", update: bool = False, now: dict | None = None
+) -> tuple[str, list[str]]:
     """Hold this install's profile (``now``, collected when not given) against the one pinned for
     the device kind.
 
@@ -300,7 +341,10 @@ def compare_with_golden(golden_dir: str | Path, device: str = "cpu", update: boo
     try:
         pinned = load(path)
     except ProfileError as exc:
-        return "unreadable", [f"the golden profile {exc}", "restore it from version control, or re-pin on purpose: "
-                              "`pytest tests/cpu/test_golden_profile.py --fp8-update-golden`"]
+        return "unreadable", [
+            f"the golden profile {exc}",
+            "restore it from version control, or re-pin on purpose: "
+            "`pytest tests/cpu/test_golden_profile.py --fp8-update-golden`",
+        ]
     lines = format_diff(pinned, now)
     return ("differs" if lines else "equal"), lines

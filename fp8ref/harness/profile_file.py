@@ -11,8 +11,7 @@ from pathlib import Path
 
 from .atomic import write_text
 
-__all__ = ["PROFILE_VERSION", "TOLERANCES", "ProfileError", "save", "load", "who", "same_value", "diff",
-           "format_diff"]
+__all__ = ["PROFILE_VERSION", "TOLERANCES", "ProfileError", "save", "load", "who", "same_value", "diff", "format_diff"]
 
 PROFILE_VERSION = 1
 
@@ -44,15 +43,20 @@ def load(path: str | Path) -> dict:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ProfileError(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); "
-                           f"truncated or corrupted?") from exc
+        raise ProfileError(
+            f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); truncated or corrupted?"
+        ) from exc
     version = data.get("fp8ref_profile") if isinstance(data, dict) else None
     if isinstance(version, int) and not isinstance(version, bool) and version > PROFILE_VERSION:
-        raise ProfileError(f"{path}: written by a newer fp8ref (profile format {version}; this fp8ref reads "
-                           f"format {PROFILE_VERSION}); upgrade fp8ref to read it")
+        raise ProfileError(
+            f"{path}: written by a newer fp8ref (profile format {version}; this fp8ref reads "
+            f"format {PROFILE_VERSION}); upgrade fp8ref to read it"
+        )
     if version != PROFILE_VERSION or not isinstance(data.get("behaviour"), dict):
-        raise ProfileError(f"{path}: not an fp8ref profile (expected a JSON object with fp8ref_profile = "
-                           f"{PROFILE_VERSION} and a behaviour mapping)")
+        raise ProfileError(
+            f"{path}: not an fp8ref profile (expected a JSON object with fp8ref_profile = "
+            f"{PROFILE_VERSION} and a behaviour mapping)"
+        )
     return data
 
 

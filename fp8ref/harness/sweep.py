@@ -4,6 +4,7 @@ whole chunks of one input class checked at the cost of the cast itself."""
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 
@@ -21,6 +22,7 @@ def overflow_threshold(fmt: FloatFormat) -> int:
     """The smallest float32 magnitude bit pattern that overflows ``fmt`` when rounded to nearest
     (the codec's saturating and non-saturating results differ from there up to inf), found by
     bisection with the codec: every larger finite pattern overflows too."""
+
     def overflows(a: int) -> bool:
         x = torch.tensor([a], dtype=torch.int32).view(torch.float32)
         return bool(encode_or_zero(x, fmt, False)[0] != encode_or_zero(x, fmt, True)[0])
@@ -37,22 +39,43 @@ def overflow_threshold(fmt: FloatFormat) -> int:
 def _same_codes(a: torch.Tensor, b: torch.Tensor) -> bool:
     """``torch.equal`` of two code tensors, compared eight bytes at a time where they allow it
     (torch.equal on uint8 runs at about a seventh of the speed on one thread)."""
-    if a.dtype == b.dtype == torch.uint8 and a.numel() % 8 == 0 and all(
-            t.is_contiguous() and t.storage_offset() % 8 == 0 for t in (a, b)):
+    if (
+        a.dtype == b.dtype == torch.uint8
+        and a.numel() % 8 == 0
+        and all(t.is_contiguous() and t.storage_offset() % 8 == 0 for t in (a, b))
+    ):
         return torch.equal(a.view(torch.int64), b.view(torch.int64))
     return torch.equal(a, b)
 
 
-def _homogeneous_report(impl: Implementation, fmt: FloatFormat, inputs: str, x: torch.Tensor,
-                        got: torch.Tensor, a_lo: int, a_hi: int, negative: bool) -> CastReport | None:
+def _homogeneous_report(
+    impl: Implementation,
+    fmt: FloatFormat,
+    inputs: str,
+    x: torch.Tensor,
+    got: torch.Tensor,
+    a_lo: int,
+    a_hi: int,
+    negative: bool,
+) -> CastReport | None:
     """The report for a chunk of consecutive float32 patterns that lie in one input class, at the
     cost of one codec pass and one comparison; None when the chunk is mixed, or does not match
     the one expected answer (the caller then runs the full ``check_cast`` and its readable lines)."""
     n = x.numel()
     counts = dict.fromkeys(("in_range", "nan", "overflow", "inf", "no_encoding"), 0)
-    base = {"impl": str(impl), "fmt": fmt.name, "inputs": inputs, "in_range_mismatches": 0, "nan_not_nan": 0,
-            "overflow_modes": (), "inf_modes": (), "no_encoding_words": (), "nan_codes": [],
-            "mode_mismatches": 0, "failures": []}
+    base: dict[str, Any] = {
+        "impl": str(impl),
+        "fmt": fmt.name,
+        "inputs": inputs,
+        "in_range_mismatches": 0,
+        "nan_not_nan": 0,
+        "overflow_modes": (),
+        "inf_modes": (),
+        "no_encoding_words": (),
+        "nan_codes": [],
+        "mode_mismatches": 0,
+        "failures": [],
+    }
     unsigned_negative = not fmt.signed and negative
     if a_lo > _INF_BITS:  # all NaN: which codes came back, and are they all NaN
         seen = torch.bincount(got, minlength=256).nonzero().flatten().tolist()
@@ -87,11 +110,11 @@ def _homogeneous_report(impl: Implementation, fmt: FloatFormat, inputs: str, x: 
         return CastReport(counts=counts, **base)
     if a_lo >= threshold:  # all finite overflow of one sign: the codec's answer is one code per mode
         sign = (1 << (fmt.bits - 1)) if fmt.signed and negative else 0
-        saturated = (got == (fmt.max_code | sign)).all()
+        saturated = bool((got == (fmt.max_code | sign)).all())
         if fmt.has_inf:
-            overflowed = (got == (fmt.inf_codes[0] | sign)).all()
+            overflowed = bool((got == (fmt.inf_codes[0] | sign)).all())
         else:
-            overflowed = is_nan_code(got, fmt).all() if fmt.has_nan else torch.tensor(False)
+            overflowed = fmt.has_nan and bool(is_nan_code(got, fmt).all())
         for mode, fits in ((Mode.SATURATE, saturated), (Mode.NONSATURATE, overflowed)):
             if bool(fits):
                 counts["overflow"] = n
@@ -99,8 +122,9 @@ def _homogeneous_report(impl: Implementation, fmt: FloatFormat, inputs: str, x: 
     return None
 
 
-def sweep_float32(impl: Implementation, fmt: str | FloatFormat, first: int = 0, count: int = 1 << 32,
-                  chunk: int = 1 << 20) -> CastReport:
+def sweep_float32(
+    impl: Implementation, fmt: str | FloatFormat, first: int = 0, count: int = 1 << 32, chunk: int = 1 << 20
+) -> CastReport:
     """Every float32 bit pattern in ``[first, first + count)`` (as unsigned 32-bit patterns) cast
     by ``impl`` and compared with the codec, ``chunk`` at a time; one merged ``CastReport``.
 
@@ -109,8 +133,10 @@ def sweep_float32(impl: Implementation, fmt: str | FloatFormat, first: int = 0, 
     ``check_cast``, whose report says what differs. Chunks never straddle the sign bit."""
     fmt = get_format(fmt)
     if not (0 <= first and count > 0 and first + count <= 1 << 32 and first % chunk == 0 and count % chunk == 0):
-        raise ValueError(f"first, count: expected a range of whole {chunk}-pattern chunks in [0, 2^32), "
-                         f"got first={first}, count={count}")
+        raise ValueError(
+            f"first, count: expected a range of whole {chunk}-pattern chunks in [0, 2^32), "
+            f"got first={first}, count={count}"
+        )
     base = torch.arange(chunk, dtype=torch.int32)
     reports = []
     for start in range(first, first + count, chunk):

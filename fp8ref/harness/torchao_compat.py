@@ -16,14 +16,29 @@ from ..reference.formats import FloatFormat, get_format
 from ..reference.scaling import Granularity
 from .install import require
 
-__all__ = ["require_torchao", "recipe_table", "tensor_to_scale", "dynamic_cast", "to_mx", "mx_dequantize",
-           "mx_default_modes", "mx_tensor_dequantize", "narrow_cast", "narrow_decode", "pack_uint4",
-           "nvfp4_quantize", "nvfp4_dequantize", "nvfp4_per_tensor_scale"]
+__all__ = [
+    "require_torchao",
+    "recipe_table",
+    "tensor_to_scale",
+    "dynamic_cast",
+    "to_mx",
+    "mx_dequantize",
+    "mx_default_modes",
+    "mx_tensor_dequantize",
+    "narrow_cast",
+    "narrow_decode",
+    "pack_uint4",
+    "nvfp4_quantize",
+    "nvfp4_dequantize",
+    "nvfp4_per_tensor_scale",
+]
 
 # torchao's f32 <-> unpacked FP4/FP6 helpers (``prototype.mx_formats.kernels``) by format name
-_NARROW_HELPERS = {"e2m1fn": ("f32_to_f4_unpacked", "f4_unpacked_to_f32"),
-                   "e2m3fn": ("f32_to_f6_e2m3_unpacked", "f6_e2m3_unpacked_to_f32"),
-                   "e3m2fn": ("f32_to_f6_e3m2_unpacked", "f6_e3m2_unpacked_to_f32")}
+_NARROW_HELPERS = {
+    "e2m1fn": ("f32_to_f4_unpacked", "f4_unpacked_to_f32"),
+    "e2m3fn": ("f32_to_f6_e2m3_unpacked", "f6_e2m3_unpacked_to_f32"),
+    "e3m2fn": ("f32_to_f6_e3m2_unpacked", "f6_e3m2_unpacked_to_f32"),
+}
 
 
 def require_torchao(what: str = "this"):
@@ -82,25 +97,34 @@ def tensor_to_scale(x: torch.Tensor, fmt: str | FloatFormat, granularity: Granul
     from torchao.float8.float8_utils import tensor_to_scale as ao_tensor_to_scale
 
     g, dim = _granularity_args(granularity)
-    return ao_tensor_to_scale(x, get_format(fmt).torch_dtype(), scaling_granularity=g, axiswise_dim=dim,
-                              round_scales_to_power_of_2=pow2)
+    return ao_tensor_to_scale(
+        x, get_format(fmt).torch_dtype(), scaling_granularity=g, axiswise_dim=dim, round_scales_to_power_of_2=pow2
+    )
 
 
-def dynamic_cast(x: torch.Tensor, fmt: str | FloatFormat, granularity: Granularity,
-                 pow2: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def dynamic_cast(
+    x: torch.Tensor, fmt: str | FloatFormat, granularity: Granularity, pow2: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """torchao's ``hp_tensor_to_float8_dynamic``: (uint8 codes, scale)."""
     require_torchao()
     from torchao.float8.float8_scaling_utils import hp_tensor_to_float8_dynamic
     from torchao.float8.float8_training_tensor import LinearMMConfig
 
     g, dim = _granularity_args(granularity)
-    t = hp_tensor_to_float8_dynamic(x, get_format(fmt).torch_dtype(), LinearMMConfig(), scaling_granularity=g,
-                                    axiswise_dim=dim, round_scales_to_power_of_2=pow2)
+    t = hp_tensor_to_float8_dynamic(
+        x,
+        get_format(fmt).torch_dtype(),
+        LinearMMConfig(),
+        scaling_granularity=g,
+        axiswise_dim=dim,
+        round_scales_to_power_of_2=pow2,
+    )
     return t._data.view(torch.uint8), t._scale
 
 
-def to_mx(x: torch.Tensor, fmt: str | FloatFormat, block_size: int = 32,
-          mode: str = "floor") -> tuple[torch.Tensor, torch.Tensor]:
+def to_mx(
+    x: torch.Tensor, fmt: str | FloatFormat, block_size: int = 32, mode: str = "floor"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """torchao's ``prototype.mx_formats.mx_tensor.to_mx``: (E8M0 scale codes, element codes;
     FP4 elements come packed two per byte, FP6 one per byte)."""
     require_torchao()
@@ -120,8 +144,13 @@ def _mx_elem_dtype(fmt: FloatFormat):
     return fmt.torch_dtype()
 
 
-def mx_dequantize(codes: torch.Tensor, scale_codes: torch.Tensor, fmt: str | FloatFormat, block_size: int = 32,
-                  dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def mx_dequantize(
+    codes: torch.Tensor,
+    scale_codes: torch.Tensor,
+    fmt: str | FloatFormat,
+    block_size: int = 32,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
     """torchao's MX dequantization (``mx_tensor.to_dtype``) of element codes (..., K; FP4 packed,
     (..., K / 2)) with E8M0 scale codes (..., K / block_size)."""
     require_torchao()
@@ -133,8 +162,13 @@ def mx_dequantize(codes: torch.Tensor, scale_codes: torch.Tensor, fmt: str | Flo
     return to_dtype(data, scale_codes.view(torch.float8_e8m0fnu), elem, block_size, dtype)
 
 
-def mx_tensor_dequantize(x: torch.Tensor, fmt: str | FloatFormat, block_size: int = 32, mode: str = "floor",
-                         dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def mx_tensor_dequantize(
+    x: torch.Tensor,
+    fmt: str | FloatFormat,
+    block_size: int = 32,
+    mode: str = "floor",
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
     """``MXTensor.to_mx(x, elem, block_size, mode).dequantize(dtype)``."""
     require_torchao()
     from torchao.prototype.mx_formats.config import ScaleCalculationMode
@@ -155,9 +189,12 @@ def mx_default_modes() -> dict[str, str]:
     from torchao.prototype.mx_formats.mx_tensor import to_mx as ao_to_mx
 
     out = {}
-    for name, fn in (("to_mx", ao_to_mx), ("triton_to_mxfp8_dim0", getattr(kernels, "triton_to_mxfp8_dim0", None)),
-                     ("triton_to_mxfp8_dim1", getattr(kernels, "triton_to_mxfp8_dim1", None)),
-                     ("mxfp8_quantize_cuda", getattr(kernels, "mxfp8_quantize_cuda", None))):
+    for name, fn in (
+        ("to_mx", ao_to_mx),
+        ("triton_to_mxfp8_dim0", getattr(kernels, "triton_to_mxfp8_dim0", None)),
+        ("triton_to_mxfp8_dim1", getattr(kernels, "triton_to_mxfp8_dim1", None)),
+        ("mxfp8_quantize_cuda", getattr(kernels, "mxfp8_quantize_cuda", None)),
+    ):
         if fn is None:
             out[name] = "missing"
             continue
@@ -219,8 +256,9 @@ def nvfp4_quantize(x: torch.Tensor, tensor_scale: torch.Tensor | None = None) ->
     return scale.view(torch.uint8), data.view(torch.uint8)
 
 
-def nvfp4_dequantize(x: torch.Tensor, tensor_scale: torch.Tensor | None = None,
-                     dtype: torch.dtype = torch.float32) -> torch.Tensor:
+def nvfp4_dequantize(
+    x: torch.Tensor, tensor_scale: torch.Tensor | None = None, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
     """``NVFP4Tensor.to_nvfp4(x, per_tensor_scale=...).dequantize(dtype)``."""
     require_torchao()
     from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor

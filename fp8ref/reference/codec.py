@@ -59,8 +59,16 @@ import torch
 from .formats import FloatFormat, NanRule, get_format
 from .validate import Choice, boolean, choice, instance, tensor
 
-__all__ = ["Rounding", "encode", "decode", "decode_table", "round_to_format", "pack_fp4", "unpack_fp4",
-           "SUPPORTED_INPUT_DTYPES"]
+__all__ = [
+    "Rounding",
+    "encode",
+    "decode",
+    "decode_table",
+    "round_to_format",
+    "pack_fp4",
+    "unpack_fp4",
+    "SUPPORTED_INPUT_DTYPES",
+]
 
 SUPPORTED_INPUT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
@@ -92,8 +100,9 @@ def decode(codes: torch.Tensor, fmt: str | FloatFormat) -> torch.Tensor:
     fmt = get_format(fmt)
     tensor(codes, "codes", dtypes=(torch.uint8,))
     if fmt.bits < 8 and codes.numel() and int(codes.max()) >= fmt.n_codes:
-        raise ValueError(f"codes: {fmt.name} codes are {fmt.bits}-bit (0..{fmt.n_codes - 1}), "
-                         f"got a maximum of {int(codes.max())}")
+        raise ValueError(
+            f"codes: {fmt.name} codes are {fmt.bits}-bit (0..{fmt.n_codes - 1}), got a maximum of {int(codes.max())}"
+        )
     flat = codes.reshape(-1).to(torch.int32)
     return torch.index_select(decode_table(fmt, codes.device), 0, flat).view(codes.shape)
 
@@ -101,8 +110,9 @@ def decode(codes: torch.Tensor, fmt: str | FloatFormat) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------
 # encode: the exact, element-wise-vectorized algorithm
 # --------------------------------------------------------------------------------------------
-def _round_up(q: torch.Tensor, rem: torch.Tensor, shift: torch.Tensor, rounding: Rounding,
-              rand: torch.Tensor | None) -> torch.Tensor:
+def _round_up(
+    q: torch.Tensor, rem: torch.Tensor, shift: torch.Tensor, rounding: Rounding, rand: torch.Tensor | None
+) -> torch.Tensor:
     """Whether to add one unit to the kept quotient ``q``, given the dropped bits ``rem`` (of
     ``shift`` bits). SR: ``rand`` holds uniform integers in [0, 2^24); round up with probability
     rem / 2^shift (exact for shift <= 24; below that the input is far under half the smallest
@@ -110,13 +120,19 @@ def _round_up(q: torch.Tensor, rem: torch.Tensor, shift: torch.Tensor, rounding:
     if rounding == Rounding.RTZ:
         return torch.zeros_like(q, dtype=torch.bool)
     if rounding == Rounding.SR:
+        assert rand is not None  # stochastic rounding is always given its random bits
         return (rand << shift) < (rem << 24)
     half = 1 << (shift - 1)
     return (rem > half) | ((rem == half) & ((q & 1) == 1))
 
 
-def _encode_exact(x: torch.Tensor, fmt: FloatFormat, saturate: bool, rounding: Rounding = Rounding.RNE,
-                  rand: torch.Tensor | None = None) -> torch.Tensor:
+def _encode_exact(
+    x: torch.Tensor,
+    fmt: FloatFormat,
+    saturate: bool,
+    rounding: Rounding = Rounding.RNE,
+    rand: torch.Tensor | None = None,
+) -> torch.Tensor:
     """float32 tensor -> uint8 codes by integer arithmetic on the float32 bits."""
     bits = x.contiguous().view(torch.int32).to(torch.int64)
     sign = (bits >> 31) & 1
@@ -163,7 +179,7 @@ def _encode_exact(x: torch.Tensor, fmt: FloatFormat, saturate: bool, rounding: R
 
     # a NaN input to a format without NaN never reaches here through encode (it raises); the
     # table paths hold code 0 for those patterns
-    nan_code = fmt.canonical_nan_code if fmt.has_nan else 0
+    nan_code = fmt.canonical_nan_code or 0  # (a format without NaN has None)
     nan_mask = is_nan | overflow_to_nan
     if fmt.signed:
         top = fmt.bits - 1
@@ -219,8 +235,14 @@ def _encode_f32_fast(x: torch.Tensor, fmt: FloatFormat, saturate: bool) -> torch
     return out.view(x.shape)
 
 
-def encode(x: torch.Tensor, fmt: str | FloatFormat, saturate: bool = False, *,
-           rounding: Rounding | str = Rounding.RNE, generator: torch.Generator | None = None) -> torch.Tensor:
+def encode(
+    x: torch.Tensor,
+    fmt: str | FloatFormat,
+    saturate: bool = False,
+    *,
+    rounding: Rounding | str = Rounding.RNE,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """Round ``x`` to ``fmt`` and return its codes (uint8, one code per byte, low bits).
 
     ``x``: float32, bfloat16 or float16 tensor (any shape, any device). ``saturate``: clamp
@@ -241,8 +263,14 @@ def encode(x: torch.Tensor, fmt: str | FloatFormat, saturate: bool = False, *,
     if rounding != Rounding.RNE:
         rand = None
         if rounding == Rounding.SR:
-            rand = torch.randint(0, 1 << 24, x.shape, generator=generator, dtype=torch.int64,
-                                 device="cpu" if generator is None else generator.device).to(x.device)
+            rand = torch.randint(
+                0,
+                1 << 24,
+                x.shape,
+                generator=generator,
+                dtype=torch.int64,
+                device="cpu" if generator is None else generator.device,
+            ).to(x.device)
         return _encode_exact(x.float(), fmt, saturate, rounding, rand)
     if x.dtype == torch.float32:
         return _encode_f32_fast(x, fmt, saturate)
@@ -271,7 +299,13 @@ def unpack_fp4(packed: torch.Tensor) -> torch.Tensor:
     return torch.stack([packed & 0xF, packed >> 4], dim=-1).reshape(*packed.shape[:-1], packed.shape[-1] * 2)
 
 
-def round_to_format(x: torch.Tensor, fmt: str | FloatFormat, saturate: bool = False, *,
-                    rounding: Rounding | str = Rounding.RNE, generator: torch.Generator | None = None) -> torch.Tensor:
+def round_to_format(
+    x: torch.Tensor,
+    fmt: str | FloatFormat,
+    saturate: bool = False,
+    *,
+    rounding: Rounding | str = Rounding.RNE,
+    generator: torch.Generator | None = None,
+) -> torch.Tensor:
     """``decode(encode(x))``: x rounded to the format, as float32."""
     return decode(encode(x, fmt, saturate=saturate, rounding=rounding, generator=generator), fmt)

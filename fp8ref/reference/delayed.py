@@ -60,8 +60,9 @@ def _f32(x: torch.Tensor) -> torch.Tensor:
     return x.to(torch.float32)
 
 
-def te_scale(amax: torch.Tensor, previous: torch.Tensor, fmt: str | FloatFormat = E4M3FN,
-             margin: int = 0) -> torch.Tensor:
+def te_scale(
+    amax: torch.Tensor, previous: torch.Tensor, fmt: str | FloatFormat = E4M3FN, margin: int = 0
+) -> torch.Tensor:
     """TransformerEngine's delayed-scaling scale, float32, elementwise over ``amax``.
 
     Each float32 operation of TE's rule is done in float64 (exact for these operands) and rounded
@@ -92,8 +93,14 @@ def _check_amax(a) -> torch.Tensor:
     return a.detach().reshape(()).to(torch.float32)
 
 
-def _scale_or_keep(amax: torch.Tensor, previous: torch.Tensor, fmt: FloatFormat, margin: int = 0,
-                   pow2: bool = False, rule: ScaleRule = ScaleRule.TORCHAO) -> torch.Tensor:
+def _scale_or_keep(
+    amax: torch.Tensor,
+    previous: torch.Tensor,
+    fmt: FloatFormat,
+    margin: int = 0,
+    pow2: bool = False,
+    rule: ScaleRule = ScaleRule.TORCHAO,
+) -> torch.Tensor:
     """A new scale from a positive finite amax, otherwise the previous scale (both rules)."""
     if rule == ScaleRule.TE:
         new = te_scale(amax, previous, fmt, margin)
@@ -112,8 +119,16 @@ class DelayedScaling:
     docstring); ``pow2`` rounds the scale down to a power of two after either rule.
     """
 
-    def __init__(self, fmt: str | FloatFormat = E4M3FN, history_len: int = 16, algo: AmaxAlgo | str = AmaxAlgo.MAX,
-                 margin: int = 0, interval: int = 1, pow2: bool = False, rule: ScaleRule | str = ScaleRule.TE):
+    def __init__(
+        self,
+        fmt: str | FloatFormat = E4M3FN,
+        history_len: int = 16,
+        algo: AmaxAlgo | str = AmaxAlgo.MAX,
+        margin: int = 0,
+        interval: int = 1,
+        pow2: bool = False,
+        rule: ScaleRule | str = ScaleRule.TE,
+    ):
         self.fmt = get_format(fmt)
         positive_int(history_len, "history_len")
         algo = choice(algo, AmaxAlgo, "algo")

@@ -26,8 +26,17 @@ from .recipes import GemmRecipe, LinearRecipe, OperandCast, get_recipe
 from .scaling import Kind, amax, tensorwise
 from .validate import instance, positive_int, tensor
 
-__all__ = ["fp8_linear", "fp8_autocast", "fp8_state", "Fp8LinearFunction", "cast_operand", "emulated_gemm",
-           "Fp8Linear", "convert", "default_module_filter"]
+__all__ = [
+    "fp8_linear",
+    "fp8_autocast",
+    "fp8_state",
+    "Fp8LinearFunction",
+    "cast_operand",
+    "emulated_gemm",
+    "Fp8Linear",
+    "convert",
+    "default_module_filter",
+]
 
 
 def cast_operand(t: torch.Tensor, op: OperandCast) -> torch.Tensor:
@@ -95,22 +104,31 @@ class Fp8LinearFunction(torch.autograd.Function):
         return grad_x, grad_w, grad_b, None
 
 
-def fp8_linear(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None,
-               recipe: str | LinearRecipe = "tensorwise") -> torch.Tensor:
+def fp8_linear(
+    x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None = None, recipe: str | LinearRecipe = "tensorwise"
+) -> torch.Tensor:
     """Emulated FP8 ``F.linear`` under a recipe (``fp8ref.reference.recipes``); differentiable in x, w, bias."""
     tensor(x, "x", floating=True)
     tensor(w, "w", floating=True)
     if w.dim() != 2 or x.shape[-1] != w.shape[1]:
-        raise ValueError(f"w: expected shape (out, {x.shape[-1]}) for x of shape {tuple(x.shape)}, "
-                         f"got {tuple(w.shape)}")
+        raise ValueError(
+            f"w: expected shape (out, {x.shape[-1]}) for x of shape {tuple(x.shape)}, got {tuple(w.shape)}"
+        )
     return Fp8LinearFunction.apply(x, w, bias, get_recipe(recipe))
 
 
 class Fp8Linear(torch.nn.Linear):
     """A reference FP8 ``nn.Linear``: the same parameters, every GEMM emulated under ``recipe``."""
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True,
-                 recipe: str | LinearRecipe = "tensorwise", device=None, dtype=None):
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        bias: bool = True,
+        recipe: str | LinearRecipe = "tensorwise",
+        device=None,
+        dtype=None,
+    ):
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
         self.recipe = get_recipe(recipe)
 
@@ -142,8 +160,9 @@ def default_module_filter(mod: torch.nn.Module, fqn: str) -> bool:
     return True
 
 
-def convert(model: torch.nn.Module, recipe: str | LinearRecipe = "tensorwise",
-            module_filter_fn=default_module_filter) -> torch.nn.Module:
+def convert(
+    model: torch.nn.Module, recipe: str | LinearRecipe = "tensorwise", module_filter_fn=default_module_filter
+) -> torch.nn.Module:
     """Swap every ``nn.Linear`` that ``module_filter_fn(module, fqn)`` accepts for a
     ``Fp8Linear`` sharing its parameters, in place; returns the model."""
     instance(model, torch.nn.Module, "model", "an nn.Module")

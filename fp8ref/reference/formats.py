@@ -276,28 +276,104 @@ def _ieee_bias(exp_bits: int) -> int:
     return (1 << (exp_bits - 1)) - 1
 
 
-E4M3FN = FloatFormat(name="e4m3fn", exp_bits=4, man_bits=3, bias=_ieee_bias(4), signed=True, nan_rule=NanRule.FN,
-                   torch_name="float8_e4m3fn", ml_dtypes_name="float8_e4m3fn")
-E5M2 = FloatFormat(name="e5m2", exp_bits=5, man_bits=2, bias=_ieee_bias(5), signed=True, nan_rule=NanRule.IEEE,
-                 torch_name="float8_e5m2", ml_dtypes_name="float8_e5m2")
+E4M3FN = FloatFormat(
+    name="e4m3fn",
+    exp_bits=4,
+    man_bits=3,
+    bias=_ieee_bias(4),
+    signed=True,
+    nan_rule=NanRule.FN,
+    torch_name="float8_e4m3fn",
+    ml_dtypes_name="float8_e4m3fn",
+)
+E5M2 = FloatFormat(
+    name="e5m2",
+    exp_bits=5,
+    man_bits=2,
+    bias=_ieee_bias(5),
+    signed=True,
+    nan_rule=NanRule.IEEE,
+    torch_name="float8_e5m2",
+    ml_dtypes_name="float8_e5m2",
+)
 # FNUZ: the bias is one larger than IEEE's, so the top binade is finite and 0x80 is the only NaN.
-E4M3FNUZ = FloatFormat(name="e4m3fnuz", exp_bits=4, man_bits=3, bias=_ieee_bias(4) + 1, signed=True,
-                     nan_rule=NanRule.FNUZ, torch_name="float8_e4m3fnuz", ml_dtypes_name="float8_e4m3fnuz")
-E5M2FNUZ = FloatFormat(name="e5m2fnuz", exp_bits=5, man_bits=2, bias=_ieee_bias(5) + 1, signed=True,
-                     nan_rule=NanRule.FNUZ, torch_name="float8_e5m2fnuz", ml_dtypes_name="float8_e5m2fnuz")
-E8M0FNU = FloatFormat(name="e8m0fnu", exp_bits=8, man_bits=0, bias=_ieee_bias(8), signed=False,
-                    nan_rule=NanRule.E8M0, torch_name="float8_e8m0fnu", ml_dtypes_name="float8_e8m0fnu")
+E4M3FNUZ = FloatFormat(
+    name="e4m3fnuz",
+    exp_bits=4,
+    man_bits=3,
+    bias=_ieee_bias(4) + 1,
+    signed=True,
+    nan_rule=NanRule.FNUZ,
+    torch_name="float8_e4m3fnuz",
+    ml_dtypes_name="float8_e4m3fnuz",
+)
+E5M2FNUZ = FloatFormat(
+    name="e5m2fnuz",
+    exp_bits=5,
+    man_bits=2,
+    bias=_ieee_bias(5) + 1,
+    signed=True,
+    nan_rule=NanRule.FNUZ,
+    torch_name="float8_e5m2fnuz",
+    ml_dtypes_name="float8_e5m2fnuz",
+)
+E8M0FNU = FloatFormat(
+    name="e8m0fnu",
+    exp_bits=8,
+    man_bits=0,
+    bias=_ieee_bias(8),
+    signed=False,
+    nan_rule=NanRule.E8M0,
+    torch_name="float8_e8m0fnu",
+    ml_dtypes_name="float8_e8m0fnu",
+)
 
 # OCP MX v1.0 narrow element formats: IEEE bias, subnormals, every code finite.
-E2M1FN = FloatFormat(name="e2m1fn", bits=4, exp_bits=2, man_bits=1, bias=_ieee_bias(2), signed=True,
-                   nan_rule=NanRule.NONE, torch_name="", ml_dtypes_name="float4_e2m1fn")
-E2M3FN = FloatFormat(name="e2m3fn", bits=6, exp_bits=2, man_bits=3, bias=_ieee_bias(2), signed=True,
-                   nan_rule=NanRule.NONE, torch_name="", ml_dtypes_name="float6_e2m3fn")
-E3M2FN = FloatFormat(name="e3m2fn", bits=6, exp_bits=3, man_bits=2, bias=_ieee_bias(3), signed=True,
-                   nan_rule=NanRule.NONE, torch_name="", ml_dtypes_name="float6_e3m2fn")
+E2M1FN = FloatFormat(
+    name="e2m1fn",
+    bits=4,
+    exp_bits=2,
+    man_bits=1,
+    bias=_ieee_bias(2),
+    signed=True,
+    nan_rule=NanRule.NONE,
+    torch_name="",
+    ml_dtypes_name="float4_e2m1fn",
+)
+E2M3FN = FloatFormat(
+    name="e2m3fn",
+    bits=6,
+    exp_bits=2,
+    man_bits=3,
+    bias=_ieee_bias(2),
+    signed=True,
+    nan_rule=NanRule.NONE,
+    torch_name="",
+    ml_dtypes_name="float6_e2m3fn",
+)
+E3M2FN = FloatFormat(
+    name="e3m2fn",
+    bits=6,
+    exp_bits=3,
+    man_bits=2,
+    bias=_ieee_bias(3),
+    signed=True,
+    nan_rule=NanRule.NONE,
+    torch_name="",
+    ml_dtypes_name="float6_e3m2fn",
+)
 # NVFP4's block scale: E4M3FN's positive half (no library has it as a scalar type of its own).
-UE4M3 = FloatFormat(name="ue4m3", bits=7, exp_bits=4, man_bits=3, bias=_ieee_bias(4), signed=False,
-                  nan_rule=NanRule.FN, torch_name="", ml_dtypes_name="")
+UE4M3 = FloatFormat(
+    name="ue4m3",
+    bits=7,
+    exp_bits=4,
+    man_bits=3,
+    bias=_ieee_bias(4),
+    signed=False,
+    nan_rule=NanRule.FN,
+    torch_name="",
+    ml_dtypes_name="",
+)
 
 # Every format, by name: the one registry. Subsets are asked for by property with ``select``.
 FORMATS: dict[str, FloatFormat] = {
@@ -331,10 +407,21 @@ def get_format(fmt: str | FloatFormat) -> FloatFormat:
 
 def formats_table(formats: Iterable[FloatFormat] = FORMATS.values()) -> str:
     """A plain-text table of the derived constants (for ``python -m fp8ref formats``)."""
-    cols = ["name", "bits", "exp_bits", "man_bits", "bias", "has_inf", "has_negative_zero", "max",
-            "min_normal", "min_subnormal", "eps", "nan_codes"]
-    rows = [[str(f.describe()[c]) if c != "nan_codes" else " ".join(f.describe()[c]) for c in cols]
-            for f in formats]
+    cols = [
+        "name",
+        "bits",
+        "exp_bits",
+        "man_bits",
+        "bias",
+        "has_inf",
+        "has_negative_zero",
+        "max",
+        "min_normal",
+        "min_subnormal",
+        "eps",
+        "nan_codes",
+    ]
+    rows = [[str(f.describe()[c]) if c != "nan_codes" else " ".join(f.describe()[c]) for c in cols] for f in formats]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
     fmt_row = lambda r: "  ".join(v.ljust(w) for v, w in zip(r, widths))  # noqa: E731
     return "\n".join([fmt_row(cols), fmt_row(["-" * w for w in widths]), *map(fmt_row, rows)])

@@ -37,8 +37,7 @@ from .codec import Rounding, decode, encode, pack_fp4
 from .formats import E2M1FN, UE4M3
 from .validate import Choice, choice, instance, positive_finite, positive_number, tensor
 
-__all__ = ["BLOCK", "MIN_SCALE", "Level", "Nvfp4Data", "per_tensor_scale", "quantize", "quantize_current",
-           "dequantize"]
+__all__ = ["BLOCK", "MIN_SCALE", "Level", "Nvfp4Data", "per_tensor_scale", "quantize", "quantize_current", "dequantize"]
 
 BLOCK = 16
 MIN_SCALE = 2.0**-6  # E4M3's smallest normal (torch.finfo(float8_e4m3fn).tiny)
@@ -83,8 +82,14 @@ def _blocks(x: torch.Tensor) -> torch.Tensor:
     return x.float().reshape(*x.shape[:-1], x.shape[-1] // BLOCK, BLOCK)
 
 
-def quantize(x: torch.Tensor, tensor_scale: torch.Tensor | float | None = None, *, min_scale: float = MIN_SCALE,
-             rounding: Rounding | str = Rounding.RNE, generator: torch.Generator | None = None) -> Nvfp4Data:
+def quantize(
+    x: torch.Tensor,
+    tensor_scale: torch.Tensor | float | None = None,
+    *,
+    min_scale: float = MIN_SCALE,
+    rounding: Rounding | str = Rounding.RNE,
+    generator: torch.Generator | None = None,
+) -> Nvfp4Data:
     """Quantize ``x`` (float32/bfloat16/float16, last dim a multiple of 16) to NVFP4.
 
     ``tensor_scale``: None for single-level scaling, else the per-tensor decode scale (a 0-d
@@ -100,6 +105,7 @@ def quantize(x: torch.Tensor, tensor_scale: torch.Tensor | float | None = None, 
         tensor_scale = torch.tensor(float(tensor_scale), dtype=torch.float32, device=x.device)
     if tensor_scale is not None:
         instance(tensor_scale, torch.Tensor, "tensor_scale", "None, a number or a 0-d tensor")
+        assert isinstance(tensor_scale, torch.Tensor)  # (for the type checker: instance() said so)
         if tensor_scale.numel() != 1:
             raise ValueError(f"tensor_scale: expected one value, got shape {tuple(tensor_scale.shape)}")
         tensor_scale = tensor_scale.to(device=x.device, dtype=torch.float32).reshape(())
@@ -131,11 +137,15 @@ class Level(Choice):
     TWO = "two"
 
 
-def quantize_current(x: torch.Tensor, level: Level | str = Level.TWO, *, rounding: Rounding | str = Rounding.RNE,
-                     generator: torch.Generator | None = None) -> Nvfp4Data:
+def quantize_current(
+    x: torch.Tensor,
+    level: Level | str = Level.TWO,
+    *,
+    rounding: Rounding | str = Rounding.RNE,
+    generator: torch.Generator | None = None,
+) -> Nvfp4Data:
     """Current scaling: two level takes the per-tensor scale from ``x``'s own amax."""
     level = choice(level, Level, "level")
     tensor(x, "x", floating=True)
     g = per_tensor_scale(x.float().abs().amax()) if level == Level.TWO else None
     return quantize(x, g, rounding=rounding, generator=generator)
-

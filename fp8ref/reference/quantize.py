@@ -82,9 +82,15 @@ def _cast(y: torch.Tensor, fmt: FloatFormat, cast: Cast, rounding: Rounding) -> 
     return y.to(dtype).view(torch.uint8)
 
 
-def quantize_with_scale(x: torch.Tensor, scale: torch.Tensor, fmt: str | FloatFormat,
-                        granularity: Granularity | None = None, *, cast: Cast | str = Cast.CODEC,
-                        rounding: Rounding | str = Rounding.RNE) -> Quantized:
+def quantize_with_scale(
+    x: torch.Tensor,
+    scale: torch.Tensor | float,
+    fmt: str | FloatFormat,
+    granularity: Granularity | None = None,
+    *,
+    cast: Cast | str = Cast.CODEC,
+    rounding: Rounding | str = Rounding.RNE,
+) -> Quantized:
     """Quantize with a given scale (static or delayed scaling). ``scale``: positive and finite,
     shaped per group (``scaling.scale_shape``; one value for tensorwise). ``rounding``: the codec's
     rounding mode (``rne``, ``rtz``, ``sr`` from torch's default generator, so
@@ -113,9 +119,17 @@ def _quantize_with_scale(x, scale, fmt, granularity=None, *, cast=Cast.CODEC, ro
     return Quantized(_cast(y, fmt, cast, rounding), scale.to(torch.float32), g, fmt, x.dtype)
 
 
-def quantize(x: torch.Tensor, fmt: str | FloatFormat, granularity: Granularity | None = None, *,
-             pow2: bool = False, eps: float = EPS, margin: int = 0, cast: Cast | str = Cast.CODEC,
-             rounding: Rounding | str = Rounding.RNE) -> Quantized:
+def quantize(
+    x: torch.Tensor,
+    fmt: str | FloatFormat,
+    granularity: Granularity | None = None,
+    *,
+    pow2: bool = False,
+    eps: float = EPS,
+    margin: int = 0,
+    cast: Cast | str = Cast.CODEC,
+    rounding: Rounding | str = Rounding.RNE,
+) -> Quantized:
     """Current scaling: compute the scale from ``x`` itself, then quantize."""
     g = granularity if granularity is not None else tensorwise()
     scale = compute_scale(x, fmt, g, pow2=pow2, eps=eps, margin=margin)

@@ -39,7 +39,16 @@ from .formats import E2M1FN, E4M3FN, E5M2, FloatFormat
 from .scaling import Granularity, axiswise, block, mx, nvfp4, tensorwise, tile
 from .validate import choice, one_of
 
-__all__ = ["OperandCast", "GemmRecipe", "LinearRecipe", "RECIPES", "TORCHAO_RECIPES", "FP4_RECIPES", "get_recipe", "HIGH_PRECISION"]
+__all__ = [
+    "OperandCast",
+    "GemmRecipe",
+    "LinearRecipe",
+    "RECIPES",
+    "TORCHAO_RECIPES",
+    "FP4_RECIPES",
+    "get_recipe",
+    "HIGH_PRECISION",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,8 +69,11 @@ class OperandCast:
         if self.fmt is None:
             return "high-precision"
         how = f"static x{self.static_scale:g}" if self.static_scale is not None else str(self.granularity)
-        return (f"{self.fmt.name} {how}" + (" pow2" if self.pow2 else "")
-                + (f" {self.rounding}" if self.rounding != Rounding.RNE else ""))
+        return (
+            f"{self.fmt.name} {how}"
+            + (" pow2" if self.pow2 else "")
+            + (f" {self.rounding}" if self.rounding != Rounding.RNE else "")
+        )
 
 
 HIGH_PRECISION = OperandCast(None)

@@ -124,12 +124,15 @@ class Granularity:
             raise ValueError(f"dim: {self.dim} is out of range for a tensor of shape {tuple(shape)}")
         if self.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
             if nd < 1 or shape[-1] % self.size:
-                raise ValueError(f"x: {self} scaling needs the last dim to be a multiple of {self.size}, "
-                                 f"got shape {tuple(shape)}")
+                raise ValueError(
+                    f"x: {self} scaling needs the last dim to be a multiple of {self.size}, got shape {tuple(shape)}"
+                )
         if self.kind == Kind.BLOCK:
             if nd < 2 or shape[-1] % self.size or shape[-2] % self.size:
-                raise ValueError(f"x: {self} scaling needs the last two dims to be multiples of {self.size}, "
-                                 f"got shape {tuple(shape)}")
+                raise ValueError(
+                    f"x: {self} scaling needs the last two dims to be multiples of {self.size}, "
+                    f"got shape {tuple(shape)}"
+                )
 
 
 def tensorwise() -> Granularity:
@@ -202,8 +205,9 @@ def round_down_to_pow2(scale: torch.Tensor) -> torch.Tensor:
     return torch.where(finite_pos, p, scale)
 
 
-def amax_to_scale(amax_: torch.Tensor, fmt: str | FloatFormat, *, pow2: bool = False, eps: float = EPS,
-                  margin: int = 0) -> torch.Tensor:
+def amax_to_scale(
+    amax_: torch.Tensor, fmt: str | FloatFormat, *, pow2: bool = False, eps: float = EPS, margin: int = 0
+) -> torch.Tensor:
     """torchao's formula (float64 intermediate, eps clamp), TE's margin, optional pow2 rounding down.
     ``amax`` is an absolute maximum: negative values are refused; NaN and inf give the documented
     NaN and 0 scales (module docstring)."""
@@ -214,7 +218,7 @@ def amax_to_scale(amax_: torch.Tensor, fmt: str | FloatFormat, *, pow2: bool = F
     boolean(pow2, "pow2")
     positive_number(eps, "eps")
     integer(margin, "margin")
-    s = (fmt.max / amax_.to(torch.float64).clamp(min=eps)) / (2.0 ** margin)
+    s = (fmt.max / amax_.to(torch.float64).clamp(min=eps)) / (2.0**margin)
     s = s.to(torch.float32)
     return round_down_to_pow2(s) if pow2 else s
 
@@ -237,8 +241,15 @@ def mx_scale_exponent(amax_: torch.Tensor, fmt: str | FloatFormat, mode: MxMode 
     return torch.where(ok, e, torch.full_like(e, float("nan"))).to(torch.float32)
 
 
-def compute_scale(x: torch.Tensor, fmt: str | FloatFormat, granularity: Granularity = None, *,
-                  pow2: bool = False, eps: float = EPS, margin: int = 0) -> torch.Tensor:
+def compute_scale(
+    x: torch.Tensor,
+    fmt: str | FloatFormat,
+    granularity: Granularity | None = None,
+    *,
+    pow2: bool = False,
+    eps: float = EPS,
+    margin: int = 0,
+) -> torch.Tensor:
     """Current (just-in-time) scaling: the scale for ``x`` itself, shaped like ``amax``.
 
     For MX the scale is ``2^-e`` (exactly the reciprocal of the E8M0 block scale); ``pow2``,
@@ -267,7 +278,7 @@ def scale_shape(granularity: Granularity, shape: torch.Size) -> torch.Size:
         return torch.Size(())
     if g.kind == Kind.AXISWISE:
         d = g.dim % len(shape)
-        return shape[:d] + torch.Size((1,)) + shape[d + 1:]
+        return shape[:d] + torch.Size((1,)) + shape[d + 1 :]
     k = g.size
     if g.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
         return shape[:-1] + torch.Size((shape[-1] // k,))
@@ -283,8 +294,9 @@ def expand_scale(scale: torch.Tensor, granularity: Granularity, shape: torch.Siz
     if g.kind == Kind.TENSORWISE and scale.numel() == 1:
         scale = scale.reshape(())
     elif scale.shape != want:
-        raise ValueError(f"scale: expected shape {tuple(want)} ({g} scaling of shape {tuple(shape)}), "
-                         f"got {tuple(scale.shape)}")
+        raise ValueError(
+            f"scale: expected shape {tuple(want)} ({g} scaling of shape {tuple(shape)}), got {tuple(scale.shape)}"
+        )
     if g.kind in (Kind.TENSORWISE, Kind.AXISWISE):
         return scale.expand(shape)
     if g.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):

@@ -79,8 +79,10 @@ def positive_finite(value, name: str):
     if isinstance(value, torch.Tensor):
         bad = ~(torch.isfinite(value) & (value > 0))
         if bool(bad.any()):
-            raise ValueError(f"{name}: expected positive finite values, got {int(bad.sum())} that are not "
-                             f"(first {value[bad].flatten()[0].item()!r})")
+            raise ValueError(
+                f"{name}: expected positive finite values, got {int(bad.sum())} that are not "
+                f"(first {value[bad].flatten()[0].item()!r})"
+            )
     elif isinstance(value, (int, float)) and not isinstance(value, bool) and not (0 < value < math.inf):
         raise ValueError(f"{name}: expected a positive finite number, got {value!r}")
     return value

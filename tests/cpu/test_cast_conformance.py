@@ -32,8 +32,11 @@ def _impl(name, fmt, skip_unless):
 
 
 IMPLS = ["torch", "ml_dtypes"]
-CASES = [pytest.param(f, i, id=f"{f.name}-{i}", marks=[pytest.mark.needs("ml_dtypes")] if i == "ml_dtypes" else [])
-         for f in select(has_torch_dtype=True) for i in IMPLS]
+CASES = [
+    pytest.param(f, i, id=f"{f.name}-{i}", marks=[pytest.mark.needs("ml_dtypes")] if i == "ml_dtypes" else [])
+    for f in select(has_torch_dtype=True)
+    for i in IMPLS
+]
 
 
 @pytest.mark.exhaustive
@@ -68,11 +71,13 @@ def test_all_256_codes_decode_like_the_codec(fmt, impl_name, skip_unless):
     same &= (torch.signbit(got) == torch.signbit(want)) | torch.isnan(want)
     bad = (~same).nonzero().flatten().tolist()
     assert not bad, f"{who} decodes {fmt.name} differently: " + ", ".join(
-        f"0x{c:02x}: expected {want[c].item()!r}, got {got[c].item()!r}" for c in bad[:8])
+        f"0x{c:02x}: expected {want[c].item()!r}, got {got[c].item()!r}" for c in bad[:8]
+    )
 
 
-@pytest.mark.parametrize("inputs", ["representable", "midpoints", "midpoints_pm_ulp", "overflow_boundary",
-                                    "subnormal_range", "specials"])
+@pytest.mark.parametrize(
+    "inputs", ["representable", "midpoints", "midpoints_pm_ulp", "overflow_boundary", "subnormal_range", "specials"]
+)
 @pytest.mark.parametrize("fmt,impl_name", CASES)
 def test_float32_structured_inputs_cast_like_the_codec(fmt, impl_name, inputs, record_cast_report, skip_unless):
     impl = _impl(impl_name, fmt, skip_unless)
@@ -107,8 +112,11 @@ def test_arbitrary_float32_casts_like_the_codec(fmt, impl_name, record_cast_repo
     impl = _impl(impl_name, fmt, skip_unless)
     reports = []
 
-    @given(st.lists(st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True),
-                    min_size=1, max_size=64))
+    @given(
+        st.lists(
+            st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True), min_size=1, max_size=64
+        )
+    )
     def check(values):
         x = torch.tensor(values, dtype=torch.float32)
         report = check_cast(impl, x, fmt, "float32 hypothesis")

@@ -18,14 +18,17 @@ def run_beside(folder):
     """Fresh interpreters, run beside the tests (tests/plugins/beside.py): ``formats`` with --verbose,
     then plain (what they imported, how each left the loggers); ``diff`` and ``--help`` (whether
     they imported torch)."""
-    return {"formats": fp8ref_main_each({"verbose": ["--verbose", "formats"], "plain": ["formats"]}),
-            "diff": fp8ref_main_each({"diff": ["diff", _GOLDEN, _GOLDEN]}),
-            "help": fp8ref_main_each({"help": ["--help"]})}
+    return {
+        "formats": fp8ref_main_each({"verbose": ["--verbose", "formats"], "plain": ["formats"]}),
+        "diff": fp8ref_main_each({"diff": ["diff", _GOLDEN, _GOLDEN]}),
+        "help": fp8ref_main_each({"help": ["--help"]}),
+    }
 
 
 @pytest.fixture
 def fresh(beside):
     """``fresh(process)``: its report (tests/lane.py), every call in it having exited 0."""
+
     def report(name: str) -> dict:
         out = main_each_report(beside(name))
         for call, (code, err, _) in out["calls"].items():
@@ -70,10 +73,13 @@ def test_help_lists_the_commands_and_an_unknown_one_is_a_usage_error(capsys):
     assert done.value.code == 2 and "invalid choice" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("call,match", [
-    (lambda: codec_throughput(n=0), "n: expected a positive int"),
-    (lambda: best_time(lambda: None, repeat=0), "repeat: expected a positive int"),
-])
+@pytest.mark.parametrize(
+    "call,match",
+    [
+        (lambda: codec_throughput(n=0), "n: expected a positive int"),
+        (lambda: best_time(lambda: None, repeat=0), "repeat: expected a positive int"),
+    ],
+)
 def test_bench_rejects_bad_arguments(call, match):
     with pytest.raises(ValueError, match=match):
         call()

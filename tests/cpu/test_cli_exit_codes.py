@@ -26,10 +26,17 @@ def diff_inputs(tmp_path: Path) -> dict[str, Path]:
     good = json.loads(GOLDEN.read_text())
     other = json.loads(GOLDEN.read_text())
     other["behaviour"]["cast.e4m3fn.bf16.overflow"] = "something else"
-    paths = {"good": tmp_path / "good.json", "other": tmp_path / "other.json", "missing": tmp_path / "missing.json",
-             "not_json": tmp_path / "not.json", "truncated": tmp_path / "truncated.json",
-             "not_profile": tmp_path / "list.json", "newer": tmp_path / "newer.json", "binary": tmp_path / "bin.json",
-             "folder": tmp_path}
+    paths = {
+        "good": tmp_path / "good.json",
+        "other": tmp_path / "other.json",
+        "missing": tmp_path / "missing.json",
+        "not_json": tmp_path / "not.json",
+        "truncated": tmp_path / "truncated.json",
+        "not_profile": tmp_path / "list.json",
+        "newer": tmp_path / "newer.json",
+        "binary": tmp_path / "bin.json",
+        "folder": tmp_path,
+    }
     paths["good"].write_text(json.dumps(good))
     paths["other"].write_text(json.dumps(other))
     paths["not_json"].write_text("hello\n")
@@ -57,8 +64,9 @@ USAGE_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("argv,message", USAGE_ERRORS, ids=[" ".join(a[:2]) + f"-{i}" for i, (a, _) in
-                                                             enumerate(USAGE_ERRORS)])
+@pytest.mark.parametrize(
+    "argv,message", USAGE_ERRORS, ids=[" ".join(a[:2]) + f"-{i}" for i, (a, _) in enumerate(USAGE_ERRORS)]
+)
 def test_usage_and_input_errors_exit_2_with_one_error_line(argv, message, files, capsys):
     code = main([a.format(**files) for a in argv])
     err = capsys.readouterr().err
@@ -136,9 +144,16 @@ def test_a_plot_that_fails_to_save_leaves_no_png(monkeypatch, tmp_path):
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", fail)
     runs = {k: {"losses": [2.0, 1.5], "tokens_per_s": 1.0} for k in ("bf16", "fp8")}
-    results = {"runs": runs, "config": {"backend": "fp8ref", "recipe": "tensorwise"}, "data": {"loss_floor": None},
-               "tail_gap": 0.0, "model": {"source": "tiny"}, "speedup": 1.0, "tail_steps": 1,
-               "parity": {"within": True, "gap": 0.0, "bound": 0.1, "noise": None, "budget": 0.1}}
+    results = {
+        "runs": runs,
+        "config": {"backend": "fp8ref", "recipe": "tensorwise"},
+        "data": {"loss_floor": None},
+        "tail_gap": 0.0,
+        "model": {"source": "tiny"},
+        "speedup": 1.0,
+        "tail_steps": 1,
+        "parity": {"within": True, "gap": 0.0, "bound": 0.1, "noise": None, "budget": 0.1},
+    }
     with pytest.raises(OSError, match="disk full"):
         plot_losses(results, tmp_path / "plot.png")
     assert list(tmp_path.iterdir()) == []
@@ -148,10 +163,12 @@ def run_beside(folder):
     """``python -m fp8ref`` as CI scripts call it, as processes of their own, run beside the tests
     (tests/plugins/beside.py); two of them import torch."""
     files = diff_inputs(folder)
-    return {"formats": fp8ref_cli("formats"),
-            "difference": fp8ref_cli("diff", str(files["good"]), str(files["other"])),
-            "missing": fp8ref_cli("diff", str(files["missing"]), str(files["good"])),
-            "bad option": fp8ref_cli("profile", "--device", "nope")}
+    return {
+        "formats": fp8ref_cli("formats"),
+        "difference": fp8ref_cli("diff", str(files["good"]), str(files["other"])),
+        "missing": fp8ref_cli("diff", str(files["missing"]), str(files["good"])),
+        "bad option": fp8ref_cli("profile", "--device", "nope"),
+    }
 
 
 def test_the_contract_end_to_end_in_subprocesses(beside):

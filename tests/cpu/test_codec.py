@@ -44,7 +44,7 @@ HAND = [
     (E4M3FNUZ, 240.0, False, 0x7F),
     (E4M3FNUZ, 248.0, False, 0x80),  # midpoint above max; mantissa 111 is odd -> rounds up -> NaN
     (E4M3FNUZ, -0.0, False, 0x00),  # no negative zero
-    (E4M3FNUZ, -2.0**-12, False, 0x00),  # rounds to zero, sign dropped
+    (E4M3FNUZ, -(2.0**-12), False, 0x00),  # rounds to zero, sign dropped
     (E4M3FNUZ, INF, False, 0x80),
     (E4M3FNUZ, INF, True, 0x7F),
     (E5M2FNUZ, 1.0, False, 0x40),
@@ -63,8 +63,9 @@ HAND = [
 ]
 
 
-@pytest.mark.parametrize("fmt,x,saturate,code", HAND,
-                         ids=[f"{f.name}-{x!r}-{'sat' if s else 'nonsat'}" for f, x, s, _ in HAND])
+@pytest.mark.parametrize(
+    "fmt,x,saturate,code", HAND, ids=[f"{f.name}-{x!r}-{'sat' if s else 'nonsat'}" for f, x, s, _ in HAND]
+)
 @pytest.mark.parametrize("path", ["encode", "exact"])
 def test_hand_checked_encodings(fmt, x, saturate, code, path):
     t = torch.tensor([x], dtype=torch.float32)
@@ -94,7 +95,8 @@ def test_float32_fast_path_equals_exact_path(fmt, saturate):
     bad = (fast != exact).nonzero().flatten()
     assert bad.numel() == 0, "fast != exact at " + ", ".join(
         f"0x{int(x[i].view(torch.int32)) & 0xFFFFFFFF:08x}: fast 0x{int(fast[i]):02x} exact 0x{int(exact[i]):02x}"
-        for i in bad[:8])
+        for i in bad[:8]
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -127,11 +129,14 @@ def test_round_to_format_is_decode_of_encode():
     assert torch.equal(round_to_format(x, E4M3FN, saturate=True), decode(encode(x, E4M3FN, saturate=True), E4M3FN))
 
 
-@pytest.mark.parametrize("bad,exc,match", [
-    ([1.0, 2.0], TypeError, "x: expected a torch.Tensor"),
-    (torch.tensor([1.0], dtype=torch.float64), TypeError, "x: expected dtype in"),
-    (torch.tensor([1], dtype=torch.int32), TypeError, "x: expected dtype in"),
-])
+@pytest.mark.parametrize(
+    "bad,exc,match",
+    [
+        ([1.0, 2.0], TypeError, "x: expected a torch.Tensor"),
+        (torch.tensor([1.0], dtype=torch.float64), TypeError, "x: expected dtype in"),
+        (torch.tensor([1], dtype=torch.int32), TypeError, "x: expected dtype in"),
+    ],
+)
 def test_encode_rejects_bad_input(bad, exc, match):
     with pytest.raises(exc, match=match):
         encode(bad, E4M3FN)

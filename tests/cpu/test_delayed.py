@@ -108,6 +108,7 @@ def test_autocast_routes_linear_through_delayed_fp8():
     assert len(st.metas) == 2 and st.step_count == 1
     first = st.meta_for(model[0].weight)
     assert first.x_scale.item() == _s(x.abs().max().item())  # recorded for the next call
+
     # the first call of each layer uses scale 1 for x and w (the design's initial state)
     def lin(a, layer):
         q = lambda t: quantize_with_scale(t, 1.0, E4M3FN).dequantize()  # noqa: E731
@@ -191,11 +192,16 @@ def _te_as_torch_evaluates_it(amax, previous, fmax, margin):
 @pytest.mark.parametrize("margin", [0, 1, 3])
 def test_te_scale_is_tes_formula_as_torch_evaluates_it(fmt, margin):
     g = torch.Generator().manual_seed(margin)
-    amax = torch.cat([torch.exp2(torch.empty(200_000).uniform_(-140, 127, generator=g)),
-                      torch.tensor([0.0, -1.0, float("inf"), float("nan"), 1e-45, 1e-38, 3.4e38, 1e-12, 1.0])])
+    amax = torch.cat(
+        [
+            torch.exp2(torch.empty(200_000).uniform_(-140, 127, generator=g)),
+            torch.tensor([0.0, -1.0, float("inf"), float("nan"), 1e-45, 1e-38, 3.4e38, 1e-12, 1.0]),
+        ]
+    )
     previous = torch.full_like(amax, 0.75)
-    assert torch.equal(te_scale(amax, previous, fmt, margin), _te_as_torch_evaluates_it(amax, previous, fmt.max,
-                                                                                         margin))
+    assert torch.equal(
+        te_scale(amax, previous, fmt, margin), _te_as_torch_evaluates_it(amax, previous, fmt.max, margin)
+    )
 
 
 def test_te_and_torchao_scales_differ_by_one_ulp_at_most_above_the_eps():
@@ -245,6 +251,7 @@ def test_delayed_scaling_follows_its_window(algo, margin):
     tests/meta feeds a broken implementation): a spike, a quiet stretch longer than the window,
     a zero and an inf."""
     amaxes = [1.0, 3.0, 250.0, 2.0, 2.5, 1.5, 0.5, 0.25, 0.0, 4.0, float("inf"), 1.0, 0.75]
-    problem = delayed_mismatch(lambda: DelayedScaling(E4M3FN, history_len=4, algo=algo, margin=margin),
-                               amaxes, E4M3FN, 4, algo, margin)
+    problem = delayed_mismatch(
+        lambda: DelayedScaling(E4M3FN, history_len=4, algo=algo, margin=margin), amaxes, E4M3FN, 4, algo, margin
+    )
     assert problem is None, problem

@@ -12,8 +12,7 @@ from fp8ref.reference.scaling import tile
 
 def _data(seed=0, M=256, K=256, N=128):
     gen = torch.Generator().manual_seed(seed)
-    return (torch.randn(M, K, generator=gen), torch.randn(N, K, generator=gen) / 16,
-            torch.randn(M, N, generator=gen))
+    return (torch.randn(M, K, generator=gen), torch.randn(N, K, generator=gen) / 16, torch.randn(M, N, generator=gen))
 
 
 def _against_high_precision(name):
@@ -33,8 +32,10 @@ def _against_high_precision(name):
 def test_every_recipe_passes_deepgemms_check_against_high_precision(name, record_observation):
     (y, xr_grad, wr_grad), (yh, xh_grad, wh_grad) = _against_high_precision(name)
     d = calc_diff(y, yh)
-    record_observation(f"fp8ref {name}: calc_diff(out) / SQNR out, grad_in, grad_w (dB)",
-                       f"{d:.2e} / {sqnr(y, yh):.1f}, {sqnr(xr_grad, xh_grad):.1f}, {sqnr(wr_grad, wh_grad):.1f}")
+    record_observation(
+        f"fp8ref {name}: calc_diff(out) / SQNR out, grad_in, grad_w (dB)",
+        f"{d:.2e} / {sqnr(y, yh):.1f}, {sqnr(xr_grad, xh_grad):.1f}, {sqnr(wr_grad, wh_grad):.1f}",
+    )
     assert d < 1e-3  # DeepGEMM's acceptance for an FP8 GEMM
     assert sqnr(xr_grad, xh_grad) >= 17 and sqnr(wr_grad, wh_grad) >= 17
 

@@ -165,7 +165,7 @@ def test_throughput_is_measured_after_warm_up(tiny):
     for label in ("bf16", "fp8"):
         run = tiny["runs"][label]
         assert run["throughput_steps"] == cfg.steps - cfg.throughput_warmup
-        timed = run["step_seconds"][cfg.throughput_warmup:]
+        timed = run["step_seconds"][cfg.throughput_warmup :]
         assert run["tokens_per_s"] == pytest.approx(cfg.batch * cfg.seq_len * len(timed) / sum(timed))
     assert tiny["speedup"] == pytest.approx(tiny["runs"]["fp8"]["tokens_per_s"] / tiny["runs"]["bf16"]["tokens_per_s"])
 
@@ -201,8 +201,10 @@ def test_tail_gap_is_the_relative_difference_of_the_last_tenth():
 def test_fp8ref_emulation_and_torchao_agree_on_the_first_step(recipe):
     """The same recipe through torchao (torch._scaled_mm) and through fp8ref's emulation: same
     weights, same batch, so step 1's losses agree to bf16 rounding, and both differ from bf16."""
-    runs = {b: compare(FinetuneConfig(preset="tiny", backend=b, recipe=recipe, steps=1, noise_runs=0))
-            for b in ("torchao", "fp8ref")}
+    runs = {
+        b: compare(FinetuneConfig(preset="tiny", backend=b, recipe=recipe, steps=1, noise_runs=0))
+        for b in ("torchao", "fp8ref")
+    }
     ao, ref = runs["torchao"]["runs"]["fp8"]["losses"][0], runs["fp8ref"]["runs"]["fp8"]["losses"][0]
     bf16 = runs["torchao"]["runs"]["bf16"]["losses"][0]
     assert ao == pytest.approx(ref, rel=2e-3)
@@ -221,19 +223,22 @@ def test_gradient_checkpointing_recomputes_the_same_losses():
         assert ckpt["runs"][label]["losses"] == plain["runs"][label]["losses"], label
 
 
-@pytest.mark.parametrize("field,value,match", [
-    ("preset", "huge", "preset"),
-    ("backend", "te", "backend"),
-    ("recipe", "blockwise", "recipe"),  # an fp8ref recipe torchao's float8 training does not have
-    ("steps", 0, "steps"),
-    ("seq_len", 1, "seq_len"),
-    ("lr", -1.0, "lr"),
-    ("lr", float("nan"), "lr"),
-    ("noise_runs", -1, "noise_runs"),
-    ("fp8_budget", -0.1, "fp8_budget"),
-    ("emulate", "yes", "emulate"),
-    ("device", "tpu:0", "device"),
-])
+@pytest.mark.parametrize(
+    "field,value,match",
+    [
+        ("preset", "huge", "preset"),
+        ("backend", "te", "backend"),
+        ("recipe", "blockwise", "recipe"),  # an fp8ref recipe torchao's float8 training does not have
+        ("steps", 0, "steps"),
+        ("seq_len", 1, "seq_len"),
+        ("lr", -1.0, "lr"),
+        ("lr", float("nan"), "lr"),
+        ("noise_runs", -1, "noise_runs"),
+        ("fp8_budget", -0.1, "fp8_budget"),
+        ("emulate", "yes", "emulate"),
+        ("device", "tpu:0", "device"),
+    ],
+)
 def test_bad_config_raises_naming_the_field(field, value, match):
     with pytest.raises(ValueError, match=match):
         FinetuneConfig(**{field: value}).resolved()
@@ -261,8 +266,12 @@ def test_cli_writes_json_and_png(tmp_path, capsys):
     from fp8ref.__main__ import main
 
     prefix = tmp_path / "out" / "tiny"
-    assert main(["finetune", "--preset", "tiny", "--steps", "4", "--noise-runs", "1", "--no-progress",
-                 "--out", str(prefix)]) == 0
+    assert (
+        main(
+            ["finetune", "--preset", "tiny", "--steps", "4", "--noise-runs", "1", "--no-progress", "--out", str(prefix)]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "speedup" in out and "tail loss gap" in out and "parity: FP8" in out and "from 2 bf16 runs" in out
     data = json.loads(prefix.with_suffix(".json").read_text())
@@ -285,8 +294,10 @@ def run_beside(folder):
     any machine. One interpreter, run beside the tests (tests/plugins/beside.py), runs both commands (the
     imports are most of the cost)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(folder / "hf")}
-    calls = {"model": ["finetune", "--no-progress", "--model", "Qwen/Qwen3-4B"],
-             "wikitext": ["finetune", "--no-progress", "--dataset", "wikitext"]}
+    calls = {
+        "model": ["finetune", "--no-progress", "--model", "Qwen/Qwen3-4B"],
+        "wikitext": ["finetune", "--no-progress", "--dataset", "wikitext"],
+    }
     return {"offline": (fp8ref_main_each(calls), {"env": env, "cwd": folder})}
 
 
@@ -340,8 +351,11 @@ def test_opt_in_loaders_on_a_local_model_directory_and_text_file(tmp_path):
     with torch.no_grad():
         saved = float(sum(p.double().sum() for p in model.parameters()))
 
-    res = compare(FinetuneConfig(model=str(tmp_path / "model"), dataset=str(corpus), steps=4, seq_len=32,
-                                 batch=2, lr=3e-3, noise_runs=0))
+    res = compare(
+        FinetuneConfig(
+            model=str(tmp_path / "model"), dataset=str(corpus), steps=4, seq_len=32, batch=2, lr=3e-3, noise_runs=0
+        )
+    )
     assert res["model"]["source"] == str(tmp_path / "model")
     assert res["runs"]["bf16"]["init_checksum"] == pytest.approx(saved, rel=1e-9)
     assert res["data"]["loss_floor"] is None  # a text file's entropy is unknown
@@ -385,10 +399,21 @@ def test_presets_have_their_stated_shapes(preset, params_millions):
     assert params_millions[0] <= n <= params_millions[1]
     if preset == "4b-shaped":
         layer = model.model.layers[0]
-        shapes = {name: tuple(getattr(getattr(layer, part), name).weight.shape)
-                  for part, names in (("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
-                                      ("mlp", ("gate_proj", "up_proj", "down_proj"))) for name in names}
-        assert shapes == {"q_proj": (32 * 128, 2560), "k_proj": (8 * 128, 2560), "v_proj": (8 * 128, 2560),
-                          "o_proj": (2560, 32 * 128), "gate_proj": (9728, 2560), "up_proj": (9728, 2560),
-                          "down_proj": (2560, 9728)}
+        shapes = {
+            name: tuple(getattr(getattr(layer, part), name).weight.shape)
+            for part, names in (
+                ("self_attn", ("q_proj", "k_proj", "v_proj", "o_proj")),
+                ("mlp", ("gate_proj", "up_proj", "down_proj")),
+            )
+            for name in names
+        }
+        assert shapes == {
+            "q_proj": (32 * 128, 2560),
+            "k_proj": (8 * 128, 2560),
+            "v_proj": (8 * 128, 2560),
+            "o_proj": (2560, 32 * 128),
+            "gate_proj": (9728, 2560),
+            "up_proj": (9728, 2560),
+            "down_proj": (2560, 9728),
+        }
         assert len(model.model.layers) == 4

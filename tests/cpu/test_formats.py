@@ -158,10 +158,19 @@ def test_get_format_rejects_unknown_names_and_types():
 
 def test_format_definition_is_validated():
     with pytest.raises(ValueError, match="must be 8"):
-        FloatFormat(name="bad", exp_bits=4, man_bits=4, bias=7, signed=True, nan_rule="ieee", torch_name="x",
-                  ml_dtypes_name="x")
+        FloatFormat(
+            name="bad", exp_bits=4, man_bits=4, bias=7, signed=True, nan_rule="ieee", torch_name="x", ml_dtypes_name="x"
+        )
     with pytest.raises(ValueError, match="nan_rule"):
-        FloatFormat(name="bad", exp_bits=4, man_bits=3, bias=7, signed=True, nan_rule="weird", torch_name="x",
-                  ml_dtypes_name="x")
+        FloatFormat(
+            name="bad",
+            exp_bits=4,
+            man_bits=3,
+            bias=7,
+            signed=True,
+            nan_rule="weird",
+            torch_name="x",
+            ml_dtypes_name="x",
+        )
     with pytest.raises(ValueError, match="code: expected an integer"):
         E4M3FN.value_of(256)

@@ -22,11 +22,14 @@ def test_scale_result_probe_tells_the_three_rules_apart(rule, monkeypatch):
     assert scale_result_rule("cpu") == rule
 
 
-@pytest.mark.parametrize("fault,scaling", [
-    ({"bias_scaled": True}, "tensorwise"),
-    ({"row_scale_mean": True}, "rowwise"),
-    ({"keep_bits": 8}, "tensorwise"),
-])
+@pytest.mark.parametrize(
+    "fault,scaling",
+    [
+        ({"bias_scaled": True}, "tensorwise"),
+        ({"row_scale_mean": True}, "rowwise"),
+        ({"keep_bits": 8}, "tensorwise"),
+    ],
+)
 def test_the_bound_catches_a_wrong_gemm(fault, scaling, monkeypatch):
     c = case(64, 128, 48, scaling, "cpu")
     bias = torch.randn(48, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16) * 8

@@ -25,8 +25,9 @@ GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 # profile's own tests, tests/cpu/test_profile.py, still run).
 @pytest.mark.needs("torchao")
 def test_behaviour_profile_matches_the_cpu_golden(request, record_observation, cpu_profile):
-    status, lines = compare_with_golden(GOLDEN, "cpu", update=request.config.getoption("--fp8-update-golden"),
-                                        now=cpu_profile)
+    status, lines = compare_with_golden(
+        GOLDEN, "cpu", update=request.config.getoption("--fp8-update-golden"), now=cpu_profile
+    )
     if status in ("missing", "updated"):
         record_observation("golden profile (cpu)", lines[0])
         pytest.skip(lines[0])

@@ -36,7 +36,10 @@ ORACLES = {"torchao", "ml_dtypes", "numpy"}
 APPLICATION_ONLY = {"transformers", "datasets", "matplotlib", "tqdm"}
 # reference exceptions, each with its reason:
 REFERENCE_EXTERNAL_OK = {
-    ("reference.formats", "ml_dtypes"),  # FloatFormat.ml_dtype(): the name of the matching ml_dtypes type, for the harness
+    (
+        "reference.formats",
+        "ml_dtypes",
+    ),  # FloatFormat.ml_dtype(): the name of the matching ml_dtypes type, for the harness
 }
 NATIVE_FP8_OK = {("reference.quantize", "_cast")}  # cast="native": opt-in, documented, never the default
 
@@ -94,8 +97,9 @@ def native_fp8_uses(name: str, tree: ast.Module) -> tuple[str, ...]:
         for child in ast.iter_child_nodes(node):
             f = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else func
             bad = None
-            if isinstance(child, ast.Attribute) and (child.attr.startswith("float8_") or child.attr in
-                                                     ("_scaled_mm", "torch_dtype")):
+            if isinstance(child, ast.Attribute) and (
+                child.attr.startswith("float8_") or child.attr in ("_scaled_mm", "torch_dtype")
+            ):
                 bad = child.attr
             elif (
                 isinstance(child, ast.Constant)
@@ -132,7 +136,9 @@ def layer_violations(modules: dict[str, ast.Module]) -> list[str]:
     for name, tree in modules.items():
         layer = _layer(name)
         if layer == "unassigned":
-            bad.append(f"fp8ref.{name} belongs to no layer: put it in fp8ref/reference, fp8ref/harness or fp8ref/finetune")
+            bad.append(
+                f"fp8ref.{name} belongs to no layer: put it in fp8ref/reference, fp8ref/harness or fp8ref/finetune"
+            )
             continue
         for imp in sorted(imports(name, tree)):
             if imp.startswith("fp8ref"):
@@ -162,16 +168,19 @@ def test_every_module_keeps_to_its_layer():
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize("source,expect", [
-    ("from ..harness.profile import collect\n", "imports fp8ref.harness.profile (harness)"),
-    ("from fp8ref.harness import probes\n", "imports fp8ref.harness (harness)"),
-    ("import torchao\n", "imports torchao"),
-    ("def f():\n    import matplotlib\n", "imports matplotlib, which only the application may"),
-    ("from fp8ref.finetune import train\n", "imports fp8ref.finetune (application)"),
-    ("def enc(x):\n    return x.to(torch.float8_e4m3fn)\n", "enc:2 uses float8_e4m3fn"),
-    ("def mm(a, b):\n    return torch._scaled_mm(a, b)\n", "mm:2 uses _scaled_mm"),
-    ("def g(fmt):\n    return getattr(torch, 'float8_e5m2')\n", "g:2 uses float8_e5m2"),
-])
+@pytest.mark.parametrize(
+    "source,expect",
+    [
+        ("from ..harness.profile import collect\n", "imports fp8ref.harness.profile (harness)"),
+        ("from fp8ref.harness import probes\n", "imports fp8ref.harness (harness)"),
+        ("import torchao\n", "imports torchao"),
+        ("def f():\n    import matplotlib\n", "imports matplotlib, which only the application may"),
+        ("from fp8ref.finetune import train\n", "imports fp8ref.finetune (application)"),
+        ("def enc(x):\n    return x.to(torch.float8_e4m3fn)\n", "enc:2 uses float8_e4m3fn"),
+        ("def mm(a, b):\n    return torch._scaled_mm(a, b)\n", "mm:2 uses _scaled_mm"),
+        ("def g(fmt):\n    return getattr(torch, 'float8_e5m2')\n", "g:2 uses float8_e5m2"),
+    ],
+)
 def test_the_layer_check_catches_a_violation(source, expect):
     """The check itself can fail: a reference module given each forbidden import or call."""
     modules = _modules()

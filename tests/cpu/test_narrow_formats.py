@@ -18,8 +18,10 @@ from fp8ref.reference.formats import E2M1FN, E2M3FN, E3M2FN, E4M3FN, UE4M3, sele
 
 ELEMENTS = [pytest.param(f, id=f.name) for f in (E2M1FN, E2M3FN, E3M2FN)]
 NARROW = [*ELEMENTS, pytest.param(UE4M3, id=UE4M3.name)]
-IMPLS = [pytest.param("ml_dtypes", marks=pytest.mark.needs("ml_dtypes")),
-         pytest.param("torchao", marks=pytest.mark.needs("torchao"))]
+IMPLS = [
+    pytest.param("ml_dtypes", marks=pytest.mark.needs("ml_dtypes")),
+    pytest.param("torchao", marks=pytest.mark.needs("torchao")),
+]
 
 
 def _impl(name, fmt):
@@ -87,7 +89,7 @@ def test_codec_is_the_nearest_value_by_brute_force(fmt):
         even = torch.tensor([c % 2 == 0 for c in pos_codes])
         pick = torch.where((tied & even).any(1), (tied & even).float().argmax(1), tied.float().argmax(1))
         want_rne = pos[pick]
-        below = (pos[None, :] <= a[:, None])
+        below = pos[None, :] <= a[:, None]
         want_rtz = pos[(below.float() * torch.arange(len(pos))).argmax(1)]
         sign = torch.where(torch.signbit(x), -1.0, 1.0).double()
         for rounding, want in (("rne", want_rne), ("rtz", want_rtz)):
@@ -95,7 +97,8 @@ def test_codec_is_the_nearest_value_by_brute_force(fmt):
             bad = (got.abs() != want) | ((got != 0) & (torch.sign(got) != sign))
             idx = bad.nonzero().flatten()[:5].tolist()
             assert not idx, f"{fmt.name} {rounding} {dtype}: " + ", ".join(
-                f"{x[i].item()!r} -> {got[i].item()!r}, expected {float(sign[i] * want[i])!r}" for i in idx)
+                f"{x[i].item()!r} -> {got[i].item()!r}, expected {float(sign[i] * want[i])!r}" for i in idx
+            )
 
 
 @pytest.mark.parametrize("fmt", ELEMENTS)
@@ -120,8 +123,9 @@ def test_all_16bit_patterns_cast_like_the_codec(fmt, impl_name, dtype, record_ca
     assert report.ok, report.failure_message()
 
 
-@pytest.mark.parametrize("inputs", ["representable", "midpoints", "midpoints_pm_ulp", "overflow_boundary",
-                                    "subnormal_range", "specials"])
+@pytest.mark.parametrize(
+    "inputs", ["representable", "midpoints", "midpoints_pm_ulp", "overflow_boundary", "subnormal_range", "specials"]
+)
 @pytest.mark.parametrize("impl_name", IMPLS)
 @pytest.mark.parametrize("fmt", ELEMENTS)
 def test_float32_ties_and_boundaries_cast_like_the_codec(fmt, impl_name, inputs, record_cast_report):
@@ -147,7 +151,8 @@ def test_every_code_decodes_like_the_codec(fmt, impl_name):
     same = (got == want) & (torch.signbit(got) == torch.signbit(want))
     bad = (~same).nonzero().flatten().tolist()
     assert not bad, f"{impl_name} decodes {fmt.name} differently: " + ", ".join(
-        f"0x{c:02x}: expected {want[c].item()!r}, got {got[c].item()!r}" for c in bad[:8])
+        f"0x{c:02x}: expected {want[c].item()!r}, got {got[c].item()!r}" for c in bad[:8]
+    )
 
 
 # --- packing ----------------------------------------------------------------------------------

@@ -15,7 +15,8 @@ def _inputs(dtype=torch.float32, rows=16):
     the smallest block scale (amax < 6 * 2^-6), a block at the tensor's amax."""
     g = torch.Generator().manual_seed(3)
     x = torch.randn(rows, 256, generator=g) * torch.exp2(
-        torch.randint(-12, 12, (rows, 16), generator=g).float()).repeat_interleave(16, dim=1)
+        torch.randint(-12, 12, (rows, 16), generator=g).float()
+    ).repeat_interleave(16, dim=1)
     x[0, :16] = 0.0
     x[1, 16:32] = torch.linspace(-1, 1, 16) * 2.0**-12
     return x.to(dtype)

@@ -23,6 +23,7 @@ class _Item:
     def get_closest_marker(self, name):
         return next(self.iter_markers(name), None)
 
+
 def _skip_reason(item) -> str | None:
     try:
         gating.pytest_runtest_setup(item)
@@ -30,12 +31,15 @@ def _skip_reason(item) -> str | None:
         return str(exc)
     return None
 
+
 def test_a_missing_package_skips_naming_it_and_its_extra(monkeypatch):
     monkeypatch.setattr(install, "has_package", lambda pkg: pkg != "transformers")
     item = _Item(pytest.mark.needs("ml_dtypes", "transformers").mark)
-    assert _skip_reason(item) == ("this test needs package transformers, which is not installed "
-                                  "(pip install -e '.[finetune]')")
+    assert _skip_reason(item) == (
+        "this test needs package transformers, which is not installed (pip install -e '.[finetune]')"
+    )
     assert _skip_reason(_Item(pytest.mark.needs("ml_dtypes").mark)) is None
+
 
 def test_a_torchao_that_does_not_import_skips_naming_the_versions(monkeypatch):
     monkeypatch.setattr(install, "has_package", lambda pkg: True)
@@ -43,17 +47,20 @@ def test_a_torchao_that_does_not_import_skips_naming_the_versions(monkeypatch):
     reason = _skip_reason(_Item(pytest.mark.needs("torchao").mark))
     assert reason.startswith("torch ") and "cannot import torchao.float8: refused: ImportError" in reason
 
+
 def test_an_unregistered_package_is_an_error_not_a_skip():
     """needs() names only packages whose extra is known, so every skip can say how to install."""
     with pytest.raises(ValueError, match="pkg: expected one of"):
         gating.pytest_runtest_setup(_Item(pytest.mark.needs("no_such_package").mark))
 
+
 def test_the_lane_runs_its_processes_one_after_another_in_order(tmp_path):
     mark = tmp_path / "first"
     lane = Lane()
     try:
-        lane.submit("first", python_code("import sys, time; time.sleep(0.3); open(sys.argv[1], 'w').write('done')",
-                                         str(mark)))
+        lane.submit(
+            "first", python_code("import sys, time; time.sleep(0.3); open(sys.argv[1], 'w').write('done')", str(mark))
+        )
         lane.submit("second", python_code("import sys; print(open(sys.argv[1]).read()); sys.exit(3)", str(mark)))
         assert "second" in lane and "third" not in lane
         second = lane.result("second", timeout=60)  # it started after the first had ended
@@ -63,6 +70,7 @@ def test_the_lane_runs_its_processes_one_after_another_in_order(tmp_path):
             lane.submit("first", python_code("pass"))
     finally:
         lane.close()
+
 
 def test_a_process_that_cannot_start_fails_its_reader_and_the_lane_goes_on(tmp_path):
     lane = Lane()
@@ -75,11 +83,16 @@ def test_a_process_that_cannot_start_fails_its_reader_and_the_lane_goes_on(tmp_p
     finally:
         lane.close()
 
+
 def test_closing_the_lane_stops_the_running_process(tmp_path):
     pid_file = tmp_path / "pid"
     lane = Lane()
-    lane.submit("sleeper", python_code("import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); "
-                                       "time.sleep(600)", str(pid_file)))
+    lane.submit(
+        "sleeper",
+        python_code(
+            "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(600)", str(pid_file)
+        ),
+    )
     lane.submit("never", python_code("pass"))
     deadline = time.monotonic() + 60
     while not (pid_file.is_file() and pid_file.read_text()):

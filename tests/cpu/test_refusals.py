@@ -31,12 +31,15 @@ def _own_raise():
     raise RuntimeError("raised by a raise statement outside the install")
 
 
-@pytest.mark.parametrize("call,why", [
-    (lambda: torch.ones(2) @ torch.ones(3), "a native torch check, called from here"),
-    (lambda: torch.nn.Linear(2, 3)(torch.ones(4)), "raised inside torch's Python code"),
-    (lambda: torch.finfo(torch.int32), "a TypeError from a native function"),
-    (lambda: torch.float8_e9m9, "a dtype this torch lacks"),
-])
+@pytest.mark.parametrize(
+    "call,why",
+    [
+        (lambda: torch.ones(2) @ torch.ones(3), "a native torch check, called from here"),
+        (lambda: torch.nn.Linear(2, 3)(torch.ones(4)), "raised inside torch's Python code"),
+        (lambda: torch.finfo(torch.int32), "a TypeError from a native function"),
+        (lambda: torch.float8_e9m9, "a dtype this torch lacks"),
+    ],
+)
 def test_errors_raised_by_the_install_are_refusals(call, why):
     exc = _raised(call)
     assert is_refusal(exc), why
@@ -44,13 +47,16 @@ def test_errors_raised_by_the_install_are_refusals(call, why):
     assert describe(exc).startswith(type(exc).__name__ + ":")
 
 
-@pytest.mark.parametrize("call,why", [
-    (lambda: codec.encode(torch.ones(3, dtype=torch.float64), "e4m3fn"), "fp8ref's own argument check"),
-    (lambda: codec.encode(torch.ones(3), "e9m9"), "fp8ref's own name check"),
-    (_own_raise, "a raise statement outside the install"),
-    (lambda: {}["key"], "a KeyError, which no native torch function raises for a refusal"),
-    (lambda: 1 / 0, "arithmetic in the caller"),
-])
+@pytest.mark.parametrize(
+    "call,why",
+    [
+        (lambda: codec.encode(torch.ones(3, dtype=torch.float64), "e4m3fn"), "fp8ref's own argument check"),
+        (lambda: codec.encode(torch.ones(3), "e9m9"), "fp8ref's own name check"),
+        (_own_raise, "a raise statement outside the install"),
+        (lambda: {}["key"], "a KeyError, which no native torch function raises for a refusal"),
+        (lambda: 1 / 0, "arithmetic in the caller"),
+    ],
+)
 def test_errors_raised_by_fp8ref_or_the_caller_are_bugs(call, why):
     exc = _raised(call)
     assert not is_refusal(exc), why
@@ -76,9 +82,13 @@ def test_attempt_returns_the_result_or_the_refusal():
 def test_messages_lose_what_varies_between_builds():
     """torch 2.9.1 and 2.10.0 refuse rowwise CPU _scaled_mm with the same words at another line of
     Linear.cpp: the profile must not call that a behaviour change."""
-    a, b = (RuntimeError(f'(scale_a.numel() == 1) INTERNAL ASSERT FAILED at "/pytorch/aten/src/x.cpp":{n}, please '
-                         "report a bug to PyTorch. Only per-tensor scaling here.\nException raised from ...")
-            for n in (512, 516))
+    a, b = (
+        RuntimeError(
+            f'(scale_a.numel() == 1) INTERNAL ASSERT FAILED at "/pytorch/aten/src/x.cpp":{n}, please '
+            "report a bug to PyTorch. Only per-tensor scaling here.\nException raised from ..."
+        )
+        for n in (512, 516)
+    )
     assert describe(a) == describe(b) == "RuntimeError: (scale_a.numel() == 1) failed: Only per-tensor scaling here."
     err = ImportError("cannot import name 'ScalingType' from 'torch.nn.functional' (/venv/torch/nn/functional.py)")
     assert describe(err) == "ImportError: cannot import name 'ScalingType' from 'torch.nn.functional'"
@@ -95,9 +105,11 @@ def test_describe_keeps_one_short_line():
 @pytest.fixture
 def fresh_install_answers():
     """install's answers are cached per process; a test that changes the install clears them."""
+
     def clear():
         for fn in (probes.scaled_mm_scaling, probes.torchao_float8, probes.torchao_recipe, probes.torch_dtype):
             fn.cache_clear()
+
     clear()
     yield
     clear()

@@ -88,8 +88,9 @@ def test_sr_is_unbiased(fmt):
     worst = float(err.abs().max())
     assert worst <= bound, f"{fmt.name}: SR mean is off by {worst:.3g} (bound {bound:.3g}, ulp {ulp})"
     # and the bound is tight enough to see a bias: round up with probability p + 3%
-    biased = torch.where(torch.rand(n, 64, generator=g, dtype=torch.float64)
-                         < (x.double() - 1.0) / ulp + 0.03, 1.0 + ulp, 1.0)
+    biased = torch.where(
+        torch.rand(n, 64, generator=g, dtype=torch.float64) < (x.double() - 1.0) / ulp + 0.03, 1.0 + ulp, 1.0
+    )
     assert float((biased.mean(0) - x.double()).abs().max()) > bound
 
 

@@ -124,21 +124,36 @@ def test_expand_scale_matches_groups():
     assert e.tolist() == [[1.0, 1.0, 1.0, 2.0, 2.0, 2.0]]
 
 
-@pytest.mark.parametrize("g,shape", [(tile(128), (4, 100)), (block(128), (128, 200)), (block(4), (6,)),
-                                     (mx(32), (3, 31)), (axiswise(2), (4, 4))])
+@pytest.mark.parametrize(
+    "g,shape",
+    [(tile(128), (4, 100)), (block(128), (128, 200)), (block(4), (6,)), (mx(32), (3, 31)), (axiswise(2), (4, 4))],
+)
 def test_shapes_that_do_not_divide_raise(g, shape):
     with pytest.raises(ValueError, match="multiple|out of range"):
         amax(torch.ones(shape), g)
 
 
-@pytest.mark.parametrize("mode,amax_,e", [
-    # FLOOR: floor(log2 amax) - 8 for E4M3 elements
-    ("floor", 448.0, 0), ("floor", 511.0, 0), ("floor", 512.0, 1), ("floor", 1.0, -8),
-    # RCEIL: ceil(log2(amax / 448))
-    ("rceil", 448.0, 0), ("rceil", 449.0, 1), ("rceil", 224.0, -1), ("rceil", 225.0, 0), ("rceil", 1.0, -8),
-    # extremes clamp to E8M0's range; amax 0 takes the smallest scale
-    ("floor", 0.0, -127), ("rceil", 0.0, -127), ("floor", 1e-45, -127), ("floor", 3e38, 119),
-])
+@pytest.mark.parametrize(
+    "mode,amax_,e",
+    [
+        # FLOOR: floor(log2 amax) - 8 for E4M3 elements
+        ("floor", 448.0, 0),
+        ("floor", 511.0, 0),
+        ("floor", 512.0, 1),
+        ("floor", 1.0, -8),
+        # RCEIL: ceil(log2(amax / 448))
+        ("rceil", 448.0, 0),
+        ("rceil", 449.0, 1),
+        ("rceil", 224.0, -1),
+        ("rceil", 225.0, 0),
+        ("rceil", 1.0, -8),
+        # extremes clamp to E8M0's range; amax 0 takes the smallest scale
+        ("floor", 0.0, -127),
+        ("rceil", 0.0, -127),
+        ("floor", 1e-45, -127),
+        ("floor", 3e38, 119),
+    ],
+)
 def test_mx_scale_exponent(mode, amax_, e):
     assert mx_scale_exponent(torch.tensor([amax_]), E4M3FN, mode).item() == e
 

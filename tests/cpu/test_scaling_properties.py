@@ -48,8 +48,9 @@ def tensors(draw, shape=SHAPE):
     else:
         x = torch.randn(shape, generator=gen) * (torch.rand(shape, generator=gen) < 0.05)
     x = x * 2.0**log2_mag
-    planted = draw(st.lists(st.floats(min_value=-2.0**100, max_value=2.0**100, allow_nan=False, width=32),
-                            max_size=6))
+    planted = draw(
+        st.lists(st.floats(min_value=-(2.0**100), max_value=2.0**100, allow_nan=False, width=32), max_size=6)
+    )
     flat = x.reshape(-1)
     for i, v in enumerate(planted):
         flat[(seed + 7919 * i) % flat.numel()] = v
@@ -74,11 +75,15 @@ def test_scaled_round_trip_relative_error_is_at_most_half_ulp_in_the_normal_rang
     rel = ((dq - x).abs() / x.abs())[normal]
     exact = pow2 or g.kind == "mx"
     assert rel.numel() == 0 or rel.max().item() <= _bound(fmt, exact), (
-        f"{fmt} {g} pow2={pow2}: max relative error {rel.max().item()} > {_bound(fmt, exact)}")
+        f"{fmt} {g} pow2={pow2}: max relative error {rel.max().item()} > {_bound(fmt, exact)}"
+    )
 
 
-@given(x=tensors(), hist=st.lists(st.floats(1e-3, 1e3), min_size=1, max_size=8),
-       algo=st.sampled_from(["max", "most_recent"]))
+@given(
+    x=tensors(),
+    hist=st.lists(st.floats(1e-3, 1e3), min_size=1, max_size=8),
+    algo=st.sampled_from(["max", "most_recent"]),
+)
 def test_delayed_scale_whose_history_holds_this_amax_meets_the_same_bound(x, hist, algo):
     ds = DelayedScaling(E4M3FN, history_len=len(hist) + 1, algo=algo)
     for a in hist:
@@ -137,8 +142,14 @@ def test_requantizing_can_double_a_pow2_scale():
     assert not torch.equal(q1.codes, q2.codes) and torch.equal(q1.dequantize(), q2.dequantize())
 
 
-NESTED = [(tensorwise(), axiswise(-1)), (tensorwise(), axiswise(0)), (axiswise(-1), tile(16)), (tile(16), tile(8)),
-          (tensorwise(), block(8)), (block(8), tile(8))]
+NESTED = [
+    (tensorwise(), axiswise(-1)),
+    (tensorwise(), axiswise(0)),
+    (axiswise(-1), tile(16)),
+    (tile(16), tile(8)),
+    (tensorwise(), block(8)),
+    (block(8), tile(8)),
+]
 
 
 @given(x=tensors(), fmt=st.sampled_from(FMTS), pair=st.sampled_from(NESTED), pow2=st.booleans())
@@ -178,8 +189,11 @@ def test_mx_floor_does_push_elements_past_max():
     assert _scaled(x, qr)[0, 0].item() <= E4M3FN.max
 
 
-@given(hist=st.lists(st.floats(0.5, 2.0), min_size=2, max_size=16), factor=st.floats(2.0, 1e4),
-       seed=st.integers(0, 2**31 - 1))
+@given(
+    hist=st.lists(st.floats(0.5, 2.0), min_size=2, max_size=16),
+    factor=st.floats(2.0, 1e4),
+    seed=st.integers(0, 2**31 - 1),
+)
 def test_delayed_scaling_saturates_a_spike_until_it_enters_the_window(hist, factor, seed):
     ds = DelayedScaling(E4M3FN, history_len=len(hist), algo="max")
     for a in hist:

@@ -31,8 +31,10 @@ def test_smoke_2_unscaled_casts_do_not_preserve_out_of_range_values(record_obser
     rel = ((plain - big).abs() / big.abs()).nan_to_num(nan=float("inf"))
     assert bool((rel > 2.0**-4).all()), f"an out-of-range value survived a plain cast: {plain.tolist()}"
     outcome = "nan" if torch.isnan(plain).all() else "saturate" if (plain.abs() == 448).all() else "other"
-    record_observation(f"smoke check 2: unscaled e4m3fn cast of {big.tolist()} (torch {torch.__version__})",
-                       f"{outcome} -> {plain.tolist()}")
+    record_observation(
+        f"smoke check 2: unscaled e4m3fn cast of {big.tolist()} (torch {torch.__version__})",
+        f"{outcome} -> {plain.tolist()}",
+    )
 
 
 def test_smoke_3_delayed_scaling_misses_a_spike_current_scaling_keeps_it():
@@ -59,7 +61,9 @@ def test_smoke_5_emulated_fp8_mlp_trains_within_10_percent_of_fp32(record_observ
     initial = ((torch.relu(X @ W1.T) @ W2.T - Y) ** 2).mean().item()
     l32, l8 = train_mlp(False)[-1], train_mlp(True)[-1]
     gap = abs(l8 - l32) / l32
-    record_observation("smoke check 5: MLP loss initial / fp32 / emulated fp8 after 300 steps (gap)",
-                       f"{initial:.5f} / {l32:.5f} / {l8:.5f} ({gap:.2%})")
+    record_observation(
+        "smoke check 5: MLP loss initial / fp32 / emulated fp8 after 300 steps (gap)",
+        f"{initial:.5f} / {l32:.5f} / {l8:.5f} ({gap:.2%})",
+    )
     assert l8 < 0.5 * initial, "the FP8 run did not train"
     assert gap < 0.10, f"fp32 {l32}, fp8 {l8}: gap {gap:.2%} >= 10%"

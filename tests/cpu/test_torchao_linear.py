@@ -112,8 +112,10 @@ def test_float8linear_sqnr_against_high_precision_meets_torchaos_thresholds(reci
     theirs, _, (lin, x, g) = _pair(recipe, False, torch.bfloat16, bias=True)
     hp = fwd_bwd(copy.deepcopy(lin), x, g)
     out_db, gw_db, gx_db = (sqnr(theirs[k], hp[k]) for k in ("output", "grad_weight", "grad_input"))
-    record_observation(f"torchao {recipe} bf16 SQNR vs high precision (out / grad_in / grad_w)",
-                       f"{out_db:.1f} / {gx_db:.1f} / {gw_db:.1f} dB")
+    record_observation(
+        f"torchao {recipe} bf16 SQNR vs high precision (out / grad_in / grad_w)",
+        f"{out_db:.1f} / {gx_db:.1f} / {gw_db:.1f} dB",
+    )
     assert out_db >= 18 and gw_db >= 17 and gx_db >= 17
 
 
@@ -144,8 +146,14 @@ X_S, W_S, GRAD_S = 2.0, 32.0, 2.0**29  # modded-nanogpt's static scales (its lm_
 def _mm_t(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     x_f8 = (x / X_S).to(torch.float8_e4m3fn)
     w_f8 = (w / W_S).to(torch.float8_e4m3fn)
-    out = torch._scaled_mm(x_f8, w_f8.t(), out_dtype=torch.bfloat16, scale_a=x.new_tensor(X_S),
-                           scale_b=x.new_tensor(W_S), use_fast_accum=True)
+    out = torch._scaled_mm(
+        x_f8,
+        w_f8.t(),
+        out_dtype=torch.bfloat16,
+        scale_a=x.new_tensor(X_S),
+        scale_b=x.new_tensor(W_S),
+        use_fast_accum=True,
+    )
     return out, x_f8, w_f8
 
 
@@ -158,17 +166,30 @@ def _(x, w):
 def _mm_t_backward(g: torch.Tensor, x_f8: torch.Tensor, w_f8: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     one = g.new_tensor(1.0, dtype=torch.float32)
     g_f8 = (g / GRAD_S).to(torch.float8_e5m2)
-    grad_x = torch._scaled_mm(g_f8, w_f8.t().contiguous().t(), out_dtype=torch.bfloat16,
-                              scale_a=one * GRAD_S, scale_b=one * W_S, use_fast_accum=False)
-    grad_w = torch._scaled_mm(x_f8.t().contiguous(), g_f8.t().contiguous().t(), out_dtype=torch.float32,
-                              scale_a=one * X_S, scale_b=one * GRAD_S, use_fast_accum=False)
+    grad_x = torch._scaled_mm(
+        g_f8,
+        w_f8.t().contiguous().t(),
+        out_dtype=torch.bfloat16,
+        scale_a=one * GRAD_S,
+        scale_b=one * W_S,
+        use_fast_accum=False,
+    )
+    grad_w = torch._scaled_mm(
+        x_f8.t().contiguous(),
+        g_f8.t().contiguous().t(),
+        out_dtype=torch.float32,
+        scale_a=one * X_S,
+        scale_b=one * GRAD_S,
+        use_fast_accum=False,
+    )
     return grad_x, grad_w.t().contiguous()  # custom ops return fresh, contiguous tensors
 
 
 @_mm_t_backward.register_fake
 def _(g, x_f8, w_f8):
-    return g.new_empty(g.shape[0], w_f8.shape[1], dtype=torch.bfloat16), \
-        g.new_empty(w_f8.shape[0], w_f8.shape[1], dtype=torch.float32)
+    return g.new_empty(g.shape[0], w_f8.shape[1], dtype=torch.bfloat16), g.new_empty(
+        w_f8.shape[0], w_f8.shape[1], dtype=torch.float32
+    )
 
 
 def _mm_t_setup(ctx, inputs, output):
@@ -199,8 +220,11 @@ def test_modded_nanogpt_static_custom_op_matches_the_static_recipe(compiled):
     ref_gw = emulated_gemm(gb.t(), x.detach().t(), r.grad_weight)
     # the op rounds output and grad_x to bf16 (half an ulp: 2^-8 relative) and grad_w to float32;
     # float32 accumulation in another order adds at most K * 2^-24 of the magnitude sum
-    for name, got, want, u, K in (("output", out, ref, 2.0**-8, 64), ("grad_x", x.grad, ref_gx, 2.0**-8, 48),
-                                  ("grad_w", w.grad, ref_gw, 2.0**-24, 32)):
+    for name, got, want, u, K in (
+        ("output", out, ref, 2.0**-8, 64),
+        ("grad_x", x.grad, ref_gx, 2.0**-8, 48),
+        ("grad_w", w.grad, ref_gw, 2.0**-24, 32),
+    ):
         tol = u * want.abs() + K * 2.0**-22 * want.abs().max()
         assert bool(((got.float() - want).abs() <= tol).all()), f"{name}: {_diff(got, want)}"
 
@@ -249,17 +273,21 @@ def test_tiny_model_trains_the_same_under_torchao_and_fp8ref(recipe, record_obse
     same arithmetic) and by fp8ref. The first steps must agree to float32 noise; later steps
     may drift as tiny differences compound through AdamW, so the bound is 1% of the loss."""
     import torchao.float8 as torchao_float8
+
     cfg = dataclasses.replace(torchao_float8.Float8LinearConfig.from_recipe_name(recipe), emulate=True)
 
     def ao(m):
         return torchao_float8.convert_to_float8_training(
-            m, config=cfg, module_filter_fn=lambda mod, fqn: not fqn.endswith("lm_head"))
+            m, config=cfg, module_filter_fn=lambda mod, fqn: not fqn.endswith("lm_head")
+        )
 
     theirs = _train_tiny(ao)
     ours = _train_tiny(lambda m: convert(m, recipe))
     hp = _train_tiny(lambda m: m)
-    record_observation(f"tiny LM 20 steps ({recipe}): loss first/last torchao, fp8ref, fp32 without FP8",
-                       f"{theirs[0]:.4f}/{theirs[-1]:.4f}, {ours[0]:.4f}/{ours[-1]:.4f}, {hp[0]:.4f}/{hp[-1]:.4f}")
+    record_observation(
+        f"tiny LM 20 steps ({recipe}): loss first/last torchao, fp8ref, fp32 without FP8",
+        f"{theirs[0]:.4f}/{theirs[-1]:.4f}, {ours[0]:.4f}/{ours[-1]:.4f}, {hp[0]:.4f}/{hp[-1]:.4f}",
+    )
     assert theirs[-1] < theirs[0] and ours[-1] < ours[0]
     assert abs(theirs[0] - ours[0]) <= 1e-5 * ours[0]
     assert all(abs(a - b) <= 0.01 * b for a, b in zip(theirs, ours)), list(zip(theirs, ours))

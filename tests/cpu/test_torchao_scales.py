@@ -27,9 +27,16 @@ CAST_GRANS = GRANS[:3]  # Float8TrainingTensor accepts axiswise_dim None, 0 or -
 
 def _cases(grans):
     """dtype x format x granularity x pow2, as (dtype, fmt, g, pow2) params."""
-    return pytest.mark.parametrize("dtype,fmt,g,pow2", [
-        pytest.param(d, f, g, p, id=f"{d}-{f}-{g}-{'pow2' if p else 'plain'}".replace("torch.", ""))
-        for d in DTYPES for f in (E4M3FN, E5M2) for g in grans for p in (False, True)])
+    return pytest.mark.parametrize(
+        "dtype,fmt,g,pow2",
+        [
+            pytest.param(d, f, g, p, id=f"{d}-{f}-{g}-{'pow2' if p else 'plain'}".replace("torch.", ""))
+            for d in DTYPES
+            for f in (E4M3FN, E5M2)
+            for g in grans
+            for p in (False, True)
+        ],
+    )
 
 
 @_cases(GRANS)
@@ -65,8 +72,10 @@ def test_pow2_round_down_of_scales_just_below_a_power_of_two(record_observation)
     assert bool(((theirs == exact) | (theirs == 2 * exact)).all())  # never off by more than a factor 2
 
 
-@pytest.mark.xfail(reason="known torchao 0.18 discrepancy: its float32 log2 in pow2 rounding rounds 448/amax up "
-                          "to the next power of two when it is one ulp below it (seen with torch 2.13.0)")
+@pytest.mark.xfail(
+    reason="known torchao 0.18 discrepancy: its float32 log2 in pow2 rounding rounds 448/amax up "
+    "to the next power of two when it is one ulp below it (seen with torch 2.13.0)"
+)
 @pytest.mark.parametrize("j", [-3, 0, 5])
 def test_pow2_scale_for_an_amax_one_ulp_above_max_over_a_power_of_two(j):
     # amax one float32 ulp above 448 / 2^k: 448 / amax is just below 2^k, rounding to
@@ -93,8 +102,9 @@ def _as_torchao_holds(codes: torch.Tensor, fmt) -> torch.Tensor:
 
 def _mx_inputs(dtype=torch.float32):
     gen = torch.Generator().manual_seed(1)
-    x = torch.randn(16, 128, generator=gen) * torch.exp2(torch.randint(-20, 20, (16, 4), generator=gen).float()
-                                                         ).repeat_interleave(32, dim=1)
+    x = torch.randn(16, 128, generator=gen) * torch.exp2(
+        torch.randint(-20, 20, (16, 4), generator=gen).float()
+    ).repeat_interleave(32, dim=1)
     x[0, :32] = 0.0
     return x.to(dtype)
 
@@ -163,8 +173,9 @@ def test_mx_all_zero_blocks_and_the_e8m0_extremes(fmt, mode):
     x[3] = torch.linspace(-1, 1, 32)
     scale, data = ao.to_mx(x, fmt, 32, mode)
     q = quantize(x, fmt, mx(32, mode))
-    assert torch.equal(scale, q.scale_e8m0), f"E8M0 scales: torchao {scale.flatten().tolist()}, " \
-                                             f"fp8ref {q.scale_e8m0.flatten().tolist()}"
+    assert torch.equal(scale, q.scale_e8m0), (
+        f"E8M0 scales: torchao {scale.flatten().tolist()}, fp8ref {q.scale_e8m0.flatten().tolist()}"
+    )
     assert int(q.scale_e8m0[0, 0]) == 0 and int(q.scale_e8m0[1, 0]) == 0
     ours = _as_torchao_holds(q.codes, fmt)
     assert torch.equal(data[0], ours[0]) and not bool(data[0].any()), "an all-zero block's elements"

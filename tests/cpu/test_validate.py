@@ -12,8 +12,9 @@ from fp8ref.reference.quantize import Cast, quantize
 from fp8ref.reference.scaling import Granularity, Kind, MxMode, mx
 
 
-@pytest.mark.parametrize("kind,value", [(NanRule, "fnuz"), (Kind, "block"), (MxMode, "rceil"), (Cast, "native"),
-                                        (AmaxAlgo, "most_recent")])
+@pytest.mark.parametrize(
+    "kind,value", [(NanRule, "fnuz"), (Kind, "block"), (MxMode, "rceil"), (Cast, "native"), (AmaxAlgo, "most_recent")]
+)
 def test_a_choice_is_its_string_everywhere_a_user_sees_it(kind, value):
     member = validate.choice(value, kind, "arg")
     assert member is kind(value) and member == value and hash(member) == hash(value)
@@ -36,20 +37,33 @@ def test_modes_given_as_members_or_strings_give_the_same_result():
     assert DelayedScaling(algo="most_recent").algo is AmaxAlgo.MOST_RECENT
 
 
-@pytest.mark.parametrize("call,error,match", [
-    (lambda: validate.tensor([1.0], "x"), TypeError, "x: expected a torch.Tensor, got list"),
-    (lambda: validate.tensor(torch.ones(1, dtype=torch.int32), "x", floating=True), TypeError,
-     "x: expected a floating-point tensor, got torch.int32"),
-    (lambda: validate.tensor(torch.ones(1), "codes", dtypes=(torch.uint8,)), TypeError, "codes: expected dtype in"),
-    (lambda: validate.boolean(1, "pow2"), TypeError, "pow2: expected a bool, got int"),
-    (lambda: validate.integer(True, "margin"), TypeError, "margin: expected an int, got True"),
-    (lambda: validate.positive_int(True, "n"), ValueError, "n: expected a positive int, got True"),
-    (lambda: validate.positive_int(0, "n"), ValueError, "n: expected a positive int, got 0"),
-    (lambda: validate.positive_number(float("inf"), "eps"), ValueError, "eps: expected a positive number, got inf"),
-    (lambda: validate.instance("cpu", torch.dtype, "out_dtype", "a torch.dtype"), TypeError,
-     "out_dtype: expected a torch.dtype, got str"),
-    (lambda: validate.one_of("x", ("a", "b"), "recipe"), ValueError, r"recipe: expected one of \('a', 'b'\), got 'x'"),
-])
+@pytest.mark.parametrize(
+    "call,error,match",
+    [
+        (lambda: validate.tensor([1.0], "x"), TypeError, "x: expected a torch.Tensor, got list"),
+        (
+            lambda: validate.tensor(torch.ones(1, dtype=torch.int32), "x", floating=True),
+            TypeError,
+            "x: expected a floating-point tensor, got torch.int32",
+        ),
+        (lambda: validate.tensor(torch.ones(1), "codes", dtypes=(torch.uint8,)), TypeError, "codes: expected dtype in"),
+        (lambda: validate.boolean(1, "pow2"), TypeError, "pow2: expected a bool, got int"),
+        (lambda: validate.integer(True, "margin"), TypeError, "margin: expected an int, got True"),
+        (lambda: validate.positive_int(True, "n"), ValueError, "n: expected a positive int, got True"),
+        (lambda: validate.positive_int(0, "n"), ValueError, "n: expected a positive int, got 0"),
+        (lambda: validate.positive_number(float("inf"), "eps"), ValueError, "eps: expected a positive number, got inf"),
+        (
+            lambda: validate.instance("cpu", torch.dtype, "out_dtype", "a torch.dtype"),
+            TypeError,
+            "out_dtype: expected a torch.dtype, got str",
+        ),
+        (
+            lambda: validate.one_of("x", ("a", "b"), "recipe"),
+            ValueError,
+            r"recipe: expected one of \('a', 'b'\), got 'x'",
+        ),
+    ],
+)
 def test_each_check_names_the_argument_what_was_expected_and_what_came(call, error, match):
     with pytest.raises(error, match=match):
         call()

@@ -38,4 +38,5 @@ def test_device_decode_of_all_256_codes_matches_the_codec(fmt, gpu_device, skip_
     same = ((got == want) & (torch.signbit(got) == torch.signbit(want))) | (torch.isnan(got) & torch.isnan(want))
     bad = (~same).nonzero().flatten().tolist()
     assert not bad, f"torch {torch.__version__} on {gpu_device} decodes {fmt.name} differently: " + ", ".join(
-        f"0x{c:02x}: expected {want[c].item()!r}, got {got[c].item()!r}" for c in bad[:8])
+        f"0x{c:02x}: expected {want[c].item()!r}, got {got[c].item()!r}" for c in bad[:8]
+    )

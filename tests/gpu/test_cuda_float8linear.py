@@ -31,8 +31,14 @@ def linear_device(gpu_device: str) -> str:
     return gpu_device
 
 
-@pytest.mark.parametrize("recipe", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise")),
-                                    pytest.param("rowwise_with_gw_hp", marks=pytest.mark.sm(90, "rowwise"))])
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        "tensorwise",
+        pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise")),
+        pytest.param("rowwise_with_gw_hp", marks=pytest.mark.sm(90, "rowwise")),
+    ],
+)
 def test_float8linear_on_device_matches_fp8ref(recipe, gpu_device, dry_run, skip_unless):
     skip_unless(probes.torchao_recipe(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}")
     d_in, d_out, tokens = (128, 64, 64) if dry_run else (2048, 4096, 4096)

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.sm(100, "FP4 block-scaled tensor cores")
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32], ids=str)
 @pytest.mark.parametrize("kind,two_level", CASES, ids=[f"{k}{'-two' if t else ''}" for k, t in CASES])
 def test_fp4_scaled_mm_matches_the_exact_product(kind, two_level, out_dtype, gpu_device, skip_unless):
-    skip_unless(probes.scaled_mm_scaling(kind, out_dtype, gpu_device),
-                f"{kind} torch._scaled_mm to {out_dtype} on {gpu_device}")
+    skip_unless(
+        probes.scaled_mm_scaling(kind, out_dtype, gpu_device), f"{kind} torch._scaled_mm to {out_dtype} on {gpu_device}"
+    )
     problem = excess(kind, two_level, out_dtype, gpu_device)
     assert problem is None, problem

@@ -56,8 +56,9 @@ def test_blockwise_scaled_mm_matches_the_reference(gpu_device, dry_run, skip_unl
     torch's ScaledBlas.cpp checks: A's scale (M, K/128) outer-dim-major (strides (1, M)), B's
     (K/128, N/128) with strides (1, K/128). Only a refusal of the minimal call skips; an error
     from this call is a failure."""
-    skip_unless(probes.scaled_mm_scaling("blockwise", torch.bfloat16, gpu_device),
-                f"blockwise torch._scaled_mm on {gpu_device}")
+    skip_unless(
+        probes.scaled_mm_scaling("blockwise", torch.bfloat16, gpu_device), f"blockwise torch._scaled_mm on {gpu_device}"
+    )
     qa, qb, A, B, ref = _operands(tile(128), block(128), dry_run, gpu_device)
     sa = (1 / qa.scale).to(gpu_device).t().contiguous().t()  # (M, K/128), strides (1, M)
     sb = (1 / qb.scale).to(gpu_device).t()  # (K/128, N/128), strides (1, K/128)

@@ -18,16 +18,20 @@ import pytest
 
 from fp8ref.finetune import FinetuneConfig, compare, parity_line, plot_losses, save_results, summary_lines
 
-pytestmark = [pytest.mark.needs("transformers", "datasets"), pytest.mark.needs("torchao"),
-              pytest.mark.sm(89, "FP8 tensor cores")]
+pytestmark = [
+    pytest.mark.needs("transformers", "datasets"),
+    pytest.mark.needs("torchao"),
+    pytest.mark.sm(89, "FP8 tensor cores"),
+]
 
 
 def test_4b_shaped_bf16_vs_fp8_loss_parity_and_speed(gpu_device, dry_run, speed_asserts, record_throughput):
     if dry_run:
         cfg = FinetuneConfig(preset="tiny", steps=12, compile=True, device="cpu", noise_runs=0)
     else:
-        cfg = FinetuneConfig(preset="4b-shaped", seq_len=2048, batch=4, steps=200, compile=True, device=gpu_device,
-                             noise_runs=2)
+        cfg = FinetuneConfig(
+            preset="4b-shaped", seq_len=2048, batch=4, steps=200, compile=True, device=gpu_device, noise_runs=2
+        )
     res = compare(cfg)
     out_dir = os.environ.get("FP8REF_RESULTS_DIR")
     if out_dir:
@@ -41,13 +45,22 @@ def test_4b_shaped_bf16_vs_fp8_loss_parity_and_speed(gpu_device, dry_run, speed_
     for label, run in (("bf16", b), ("fp8", f)):
         assert all(x is not None and math.isfinite(x) for x in run["losses"]), f"{label} diverged"
         assert run["tail_loss"] < 0.8 * run["losses"][0], f"{label} did not learn"
-    record_throughput({"name": f"finetune {cfg.preset} bf16 vs fp8 (torchao tensorwise, compiled)",
-                       "bf16_tok_s": b["tokens_per_s"], "fp8_tok_s": f["tokens_per_s"],
-                       "fp8_over_bf16": res["speedup"], "tail_gap_pct": 100 * res["tail_gap"],
-                       "parity_gap_pct": 100 * res["parity"]["gap"],
-                       **({"noise_floor_pct": 100 * res["parity"]["noise"]} if res["parity"]["noise"] else {}),
-                       **{f"{label}_peak_gib": run["peak_memory_bytes"] / 2**30
-                          for label, run in (("bf16", b), ("fp8", f)) if run["peak_memory_bytes"] is not None}})
+    record_throughput(
+        {
+            "name": f"finetune {cfg.preset} bf16 vs fp8 (torchao tensorwise, compiled)",
+            "bf16_tok_s": b["tokens_per_s"],
+            "fp8_tok_s": f["tokens_per_s"],
+            "fp8_over_bf16": res["speedup"],
+            "tail_gap_pct": 100 * res["tail_gap"],
+            "parity_gap_pct": 100 * res["parity"]["gap"],
+            **({"noise_floor_pct": 100 * res["parity"]["noise"]} if res["parity"]["noise"] else {}),
+            **{
+                f"{label}_peak_gib": run["peak_memory_bytes"] / 2**30
+                for label, run in (("bf16", b), ("fp8", f))
+                if run["peak_memory_bytes"] is not None
+            },
+        }
+    )
     if dry_run:
         return  # a dozen steps on the CPU: no parity bound (the tiny cpu test has one), no speed
     assert res["parity"]["within"], parity_line(res["parity"])

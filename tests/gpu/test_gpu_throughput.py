@@ -22,8 +22,9 @@ DRY_SHAPE = (64, 128, 64)
 
 
 @pytest.mark.parametrize("name,m,k,n", LLM_GEMM_SHAPES, ids=[s[0] for s in LLM_GEMM_SHAPES])
-def test_scaled_mm_vs_bf16_mm_throughput(name, m, k, n, gpu_device, dry_run, speed_asserts, benchmark,
-                                          record_throughput):
+def test_scaled_mm_vs_bf16_mm_throughput(
+    name, m, k, n, gpu_device, dry_run, speed_asserts, benchmark, record_throughput
+):
     if dry_run:
         m, k, n = DRY_SHAPE
     row = scaled_mm_vs_bf16(m, k, n, device=gpu_device, repeat=3 if dry_run else 10)
@@ -103,8 +104,10 @@ def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_th
 
     def model():
         torch.manual_seed(0)
-        blocks = [torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
-                  for _ in range(layers)]
+        blocks = [
+            torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d))
+            for _ in range(layers)
+        ]
         return torch.nn.Sequential(*blocks).to(torch.bfloat16).to(gpu_device)
 
     gen = torch.Generator().manual_seed(0)
@@ -112,8 +115,10 @@ def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_th
     grad = torch.randn(tokens, d, generator=gen).to(gpu_device, torch.bfloat16)
     hp = model()
     f8 = convert_to_float8_training(model(), config=Float8LinearConfig.from_recipe_name("tensorwise"))
-    steps = {name: _train_step(_compiled(m, dry_run), x, grad, torch.optim.AdamW(m.parameters(), lr=1e-4))
-             for name, m in (("bf16", hp), ("fp8", f8))}
+    steps = {
+        name: _train_step(_compiled(m, dry_run), x, grad, torch.optim.AdamW(m.parameters(), lr=1e-4))
+        for name, m in (("bf16", hp), ("fp8", f8))
+    }
     iters = 3 if dry_run else 10
     t_bf16, t_fp8 = device_time(steps["bf16"], iters=iters), device_time(steps["fp8"], iters=iters)
     benchmark(steps["fp8"])
@@ -125,14 +130,17 @@ def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_th
 
 @pytest.mark.sm(100, "FP4 block-scaled tensor cores")
 @pytest.mark.parametrize("name,m,k,n", LLM_GEMM_SHAPES, ids=[s[0] for s in LLM_GEMM_SHAPES])
-def test_fp4_vs_fp8_vs_bf16_gemm_throughput(name, m, k, n, gpu_device, dry_run, skip_unless, benchmark,
-                                            record_throughput):
+def test_fp4_vs_fp8_vs_bf16_gemm_throughput(
+    name, m, k, n, gpu_device, dry_run, skip_unless, benchmark, record_throughput
+):
     """MXFP4 and NVFP4 torch._scaled_mm against FP8 (tensorwise, fast accumulation) and bf16 mm on
     one shape, each timed with CUDA events; block scales prepared outside the timed calls."""
     from fp8ref.harness import fp4_gemm
 
     for kind in fp4_gemm.FP4_KINDS:
-        skip_unless(probes.scaled_mm_scaling(kind, torch.bfloat16, gpu_device), f"{kind} torch._scaled_mm on {gpu_device}")
+        skip_unless(
+            probes.scaled_mm_scaling(kind, torch.bfloat16, gpu_device), f"{kind} torch._scaled_mm on {gpu_device}"
+        )
     if dry_run:
         m, k, n = DRY_SHAPE
     gen = torch.Generator().manual_seed(0)
@@ -157,7 +165,9 @@ def test_fp4_vs_fp8_vs_bf16_gemm_throughput(name, m, k, n, gpu_device, dry_run, 
     iters = 3 if dry_run else 20
     ms = {key: 1e3 * device_time(fn, iters=iters) for key, fn in calls.items()}
     benchmark(calls["nvfp4"])
-    row = {**{f"{key}_ms": v for key, v in ms.items()},
-           **{f"{key}_over_bf16": ms["bf16"] / ms[key] for key in ("fp8", "mxfp4", "nvfp4")}}
+    row = {
+        **{f"{key}_ms": v for key, v in ms.items()},
+        **{f"{key}_over_bf16": ms["bf16"] / ms[key] for key in ("fp8", "mxfp4", "nvfp4")},
+    }
     benchmark.extra_info.update(row)
     record_throughput({"name": f"FP4 vs FP8 vs bf16 GEMM {name} ({m}x{k}x{n})", **row})

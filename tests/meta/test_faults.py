@@ -86,8 +86,11 @@ def test_cast_fault_is_caught(fault, fmt):
 
 # the 2^32 sweep's one-class chunks take a shortcut (one codec pass, one comparison): a fault
 # there must still fail it, and a correct cast must pass the shortcut
-SWEEP_CHUNKS = {"in range": (0x3F800000, "truncation"), "all NaN": (0x7FC00000, "NaN -> max"),
-                "negative in range": (0xBF800000, "ties away from zero")}
+SWEEP_CHUNKS = {
+    "in range": (0x3F800000, "truncation"),
+    "all NaN": (0x7FC00000, "NaN -> max"),
+    "negative in range": (0xBF800000, "ties away from zero"),
+}
 
 
 @pytest.mark.parametrize("chunk", list(SWEEP_CHUNKS))
@@ -164,8 +167,12 @@ def scale_fault_caught(fault: str) -> bool:
 @pytest.mark.parametrize("fault", list(SCALE_FAULTS))
 def test_scale_fault_is_caught(fault):
     _, g, pow2 = SCALE_FAULTS[fault]
-    assert scale_mismatch(lambda x, f, gg, p: compute_scale(x, f, gg, pow2=p), scale_inputs(torch.float32),
-                          E4M3FN, g, pow2) is None  # the check passes the reference itself
+    assert (
+        scale_mismatch(
+            lambda x, f, gg, p: compute_scale(x, f, gg, pow2=p), scale_inputs(torch.float32), E4M3FN, g, pow2
+        )
+        is None
+    )  # the check passes the reference itself
     assert scale_fault_caught(fault), f"scale_mismatch did not notice {fault}"
 
 

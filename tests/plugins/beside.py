@@ -56,8 +56,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput") or config.option.collectonly:
         return
-    readers = [item for item in session.items if _reads_a_process(item) and not item.get_closest_marker("skip")
-               and unmet_needs(item, importing=False) is None]
+    readers = [
+        item
+        for item in session.items
+        if _reads_a_process(item) and not item.get_closest_marker("skip") and unmet_needs(item, importing=False) is None
+    ]
     if not readers:
         return
     import torch

@@ -47,8 +47,9 @@ def gpu_device(request: pytest.FixtureRequest) -> str:
         return "cuda"
     if request.config.getoption("--fp8-dry-run"):
         return "cpu"
-    pytest.skip("needs a CUDA GPU (torch.cuda.is_available() is False); "
-                "--fp8-dry-run runs this test on the CPU instead")
+    pytest.skip(
+        "needs a CUDA GPU (torch.cuda.is_available() is False); --fp8-dry-run runs this test on the CPU instead"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -59,6 +60,3 @@ def cpu_profile() -> dict:
     from fp8ref.harness.profile import collect
 
     return collect("cpu")
-
-
-

@@ -17,8 +17,11 @@ import pytest
 from fp8ref.harness import install, probes
 
 ROOT = Path(__file__).resolve().parents[2]
-_FOLDER_MARKS = {("tests", "cpu"): [pytest.mark.cpu], ("tests", "gpu"): [pytest.mark.gpu],
-                 ("tests", "meta"): [pytest.mark.cpu, pytest.mark.meta]}
+_FOLDER_MARKS = {
+    ("tests", "cpu"): [pytest.mark.cpu],
+    ("tests", "gpu"): [pytest.mark.gpu],
+    ("tests", "meta"): [pytest.mark.cpu, pytest.mark.meta],
+}
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -31,12 +34,11 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"fp8ref: CUDA {torch.version.cuda}, {torch.cuda.get_device_name()} (sm{cap[0]}{cap[1]})")
     else:
         lines.append(f"fp8ref: CUDA not available (torch built with CUDA {torch.version.cuda})")
-    lines.append(f"fp8ref: --fp8-slow={'on' if config.getoption('--fp8-slow') else 'off'}, "
-                 f"--fp8-dry-run={'on' if config.getoption('--fp8-dry-run') else 'off'}")
+    lines.append(
+        f"fp8ref: --fp8-slow={'on' if config.getoption('--fp8-slow') else 'off'}, "
+        f"--fp8-dry-run={'on' if config.getoption('--fp8-dry-run') else 'off'}"
+    )
     return lines
-
-
-
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -92,6 +94,3 @@ def _gate_capability(item: pytest.Item) -> None:
         pytest.skip(f"needs sm{need} exactly ({why}); this device: {torch.cuda.get_device_name()} (sm{have})")
     if have < need:
         pytest.skip(f"needs sm{need}+ ({why}); this device: {torch.cuda.get_device_name()} (sm{have})")
-
-
-

@@ -31,8 +31,10 @@ def record_throughput(request: pytest.FixtureRequest):
 @pytest.fixture
 def record_observation(request: pytest.FixtureRequest):
     """Note an implementation-defined outcome (key -> value) for the end-of-session summary."""
+
     def record(key: str, value) -> None:
         request.config.stash[_OBSERVED_KEY][key] = value
+
     return record
 
 
@@ -45,11 +47,14 @@ def record_cast_report(request: pytest.FixtureRequest):
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput"):  # an xdist worker: hand the sections to the controller
-        config.workeroutput[_WORKER_KEY] = json.dumps({
-            "observed": config.stash[_OBSERVED_KEY],
-            "throughput": config.stash[_THROUGHPUT_KEY],
-            "reports": [dataclasses.asdict(r) for r in config.stash[_REPORTS_KEY]],
-        }, default=str)
+        config.workeroutput[_WORKER_KEY] = json.dumps(
+            {
+                "observed": config.stash[_OBSERVED_KEY],
+                "throughput": config.stash[_THROUGHPUT_KEY],
+                "reports": [dataclasses.asdict(r) for r in config.stash[_REPORTS_KEY]],
+            },
+            default=str,
+        )
 
 
 @pytest.hookimpl(optionalhook=True)
