@@ -121,7 +121,7 @@ def plot_losses(results: dict, path: str | Path) -> Path:
     fig.tight_layout()
     try:
         with replacing(path) as tmp:
-            fig.savefig(tmp, dpi=110, format="png")
+            fig.savefig(tmp, dpi=110, format="png", bbox_inches="tight")  # (every label inside)
     finally:
         plt.close(fig)
     return Path(path)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import torch
 
-from ..harness.install import require
+from ..harness import probes
+from ..harness.install import require, versions_line
 from .config import LOCAL_BUILDERS, FinetuneConfig, ResourceUnavailable
 from .corpus import GRAMMAR, ByteTokenizer, grammar_dataset, pack
 from .presets import PRESETS
@@ -19,9 +20,21 @@ __all__ = ["preset_model", "pretrained_tokenizer", "pretrained_model", "batches"
 WIKITEXT = ("Salesforce/wikitext", "wikitext-103-raw-v1")
 
 
+def _require_transformers() -> None:
+    """transformers, or a clear error: missing (``MissingPackage``), or unusable because it imports
+    torchao, which is installed but does not import with this torch (``ResourceUnavailable``)."""
+    require("transformers", "the fine-tune comparison")
+    refusal = probes.torchao_float8()
+    if refusal is not None and refusal.startswith("refused"):
+        raise ResourceUnavailable(
+            f"transformers imports torchao, which is installed but does not import with "
+            f"{versions_line()}: {refusal}; install a torchao that matches this torch, or uninstall it"
+        )
+
+
 def preset_model(cfg: FinetuneConfig, vocab_size: int) -> torch.nn.Module:
     """The preset's Qwen3ForCausalLM in bf16, random init under ``cfg.seed``."""
-    require("transformers", "the fine-tune comparison")
+    _require_transformers()
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
     p = PRESETS[cfg.preset]
@@ -68,7 +81,7 @@ def _from_pretrained(name: str, load):
 
 
 def pretrained_tokenizer(name: str):
-    require("transformers", "the fine-tune comparison")
+    _require_transformers()
     from transformers import AutoTokenizer
 
     tok = _from_pretrained(name, AutoTokenizer.from_pretrained)
@@ -79,7 +92,7 @@ def pretrained_tokenizer(name: str):
 
 def pretrained_model(name: str) -> torch.nn.Module:
     """``AutoModelForCausalLM`` from a hub id or a local directory, in bf16."""
-    require("transformers", "the fine-tune comparison")
+    _require_transformers()
     from transformers import AutoModelForCausalLM
 
     return _from_pretrained(name, lambda path: AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16))

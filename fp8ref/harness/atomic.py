@@ -16,6 +16,12 @@ from pathlib import Path
 __all__ = ["replacing", "write_text"]
 
 
+def _umask() -> int:
+    mask = os.umask(0)  # (the only way to read it is to set it)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def replacing(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; when the block ends without an exception it
@@ -24,6 +30,9 @@ def replacing(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(fd)
+    # mkstemp makes the file 0600, and the rename keeps that mode: give it the mode any new file
+    # gets under the user's umask instead
+    os.chmod(tmp, 0o666 & ~_umask())
     try:
         yield Path(tmp)
         os.replace(tmp, path)

@@ -132,6 +132,25 @@ def test_a_writer_that_fails_leaves_neither_a_partial_file_nor_a_temporary(tmp_p
     assert target.read_text() == "new\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_a_written_file_takes_the_users_umask_like_any_new_file(tmp_path, umask):
+    """The temporary file's 0600 must not survive the rename: outputs (profile JSON, fine-tune
+    JSON and PNG) get the mode a plain ``open(path, "w")`` would give them."""
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        plain = tmp_path / "plain.json"
+        plain.write_text("x")
+        atomic.write_text(tmp_path / "atomic.json", "x")
+    finally:
+        os.umask(old)
+    want = stat.S_IMODE(plain.stat().st_mode)
+    assert want == 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "atomic.json").stat().st_mode) == want
+
+
 @pytest.mark.needs("matplotlib")
 def test_a_plot_that_fails_to_save_leaves_no_png(monkeypatch, tmp_path):
     import matplotlib.figure

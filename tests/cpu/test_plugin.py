@@ -48,6 +48,27 @@ def test_a_torchao_that_does_not_import_skips_naming_the_versions(monkeypatch):
     assert reason.startswith("torch ") and "cannot import torchao.float8: refused: ImportError" in reason
 
 
+def test_a_broken_torchao_skips_the_tests_that_need_transformers_naming_it(monkeypatch):
+    """transformers imports an installed torchao itself: a torchao that does not import with this
+    torch breaks it too, and its tests skip saying why rather than fail."""
+    monkeypatch.setattr(install, "has_package", lambda pkg: True)
+    monkeypatch.setattr(probes, "torchao_float8", lambda: "refused: ImportError: cannot import name 'X'")
+    reason = _skip_reason(_Item(pytest.mark.needs("transformers", "datasets").mark))
+    assert reason.startswith("transformers imports torchao, which torch ") and "cannot import name 'X'" in reason
+    monkeypatch.setattr(probes, "torchao_float8", lambda: None)
+    assert _skip_reason(_Item(pytest.mark.needs("transformers", "datasets").mark)) is None
+
+
+def test_a_broken_torchao_is_one_line_from_the_fine_tune_command(monkeypatch, capsys):
+    pytest.importorskip("transformers")
+    from fp8ref.__main__ import main
+
+    monkeypatch.setattr(probes, "torchao_float8", lambda: "refused: ImportError: cannot import name 'X'")
+    assert main(["finetune", "--preset", "tiny", "--steps", "2", "--no-progress", "--out", "/nonexistent/x"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: transformers imports torchao") and "cannot import" in err[0]
+
+
 def test_an_unregistered_package_is_an_error_not_a_skip():
     """needs() names only packages whose extra is known, so every skip can say how to install."""
     with pytest.raises(ValueError, match="pkg: expected one of"):

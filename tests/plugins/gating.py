@@ -54,6 +54,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason="slow: run with --fp8-slow"))
 
 
+# packages that import torchao themselves when it is installed (transformers' quantizers do)
+_IMPORTS_TORCHAO = {"torchao", "transformers"}
+
+
 def unmet_needs(item: pytest.Item, importing: bool = True) -> str | None:
     """Why the ``needs`` marks skip ``item``, or None. ``importing=False`` only asks whether the
     packages are installed (torchao's import check costs seconds)."""
@@ -61,9 +65,15 @@ def unmet_needs(item: pytest.Item, importing: bool = True) -> str | None:
         for pkg in mark.args:
             if not install.has_package(pkg):
                 return install.needs_package(pkg, "this test")
-            refusal = probes.torchao_float8() if pkg == "torchao" and importing else None
-            if refusal is not None:
+            if not importing or pkg not in _IMPORTS_TORCHAO or not install.has_package("torchao"):
+                continue
+            refusal = probes.torchao_float8()
+            if refusal is None:
+                continue
+            if pkg == "torchao":
                 return f"{install.versions_line()} cannot import torchao.float8: {refusal}"
+            # a package that imports an installed torchao itself fails with it
+            return f"{pkg} imports torchao, which {install.versions_line()} cannot import: {refusal}"
     return None
 
 
