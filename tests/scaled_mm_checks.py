@@ -1,5 +1,5 @@
 """``torch._scaled_mm`` against the exact product of its FP8 operands, for the arguments real
-regressions shipped in. Shared by the CPU tests (tests/cpu/test_scaled_mm_arguments.py) and the
+regressions shipped in. Shared by the CPU tests (tests/cpu/test_scaled_mm.py) and the
 CUDA ones (tests/gpu/test_cuda_scaled_mm_arguments.py): each check takes the device.
 
 Operands come from fp8ref's codec (quantize), the reference from its decode, so nothing in the

@@ -3,7 +3,7 @@
 ``encode`` maps float32 / bfloat16 / float16 tensors to uint8 codes with round-to-nearest,
 ties-to-even (IEEE 754 roundTiesToEven); ``decode`` maps codes back to float32.
 
-Independence rule (DESIGN.md): nothing in this module calls torch's native float8 cast, its
+Independence rule (docs/design.md): nothing in this module calls torch's native float8 cast, its
 scaled FP8 matmul or torchao. The only torch used is integer arithmetic on the input's
 float32 bit pattern and table look-ups.
 
@@ -17,7 +17,7 @@ field by itself. Overflow means that code is above the largest finite code: the 
 with an unbounded exponent range exceeds ``max`` (so for E4M3FN, 464 rounds to 448 and 465
 overflows, as IEEE 754 defines overflow).
 
-Special values (decided here, documented in docs/design.md):
+Special values (decided here; this docstring is the one statement of the rules):
 - NaN -> the format's NaN (sign kept where the format has one; 0x80 for FNUZ, 0xFF for E8M0).
   Implementations pick different NaN payloads; conformance compares NaN-ness, not payload.
 - ``saturate=False``: finite overflow and +-inf -> +-inf where the format has inf (E5M2), else NaN.
