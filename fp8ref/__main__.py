@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         "--preset",
         default="tiny",
         choices=list(PRESETS),
-        help="model shape and defaults (tiny: ~0.43M params, ~25 s on a CPU; default tiny)",
+        help="model shape and defaults (tiny: ~0.43M params, sized for a CPU; default tiny)",
     )
     p.add_argument("--model", help="opt-in: a pretrained causal LM (hub id or directory) instead of the preset")
     p.add_argument(

@@ -1,6 +1,6 @@
 """Command lines the tests run as processes of their own, and the two ways they run them.
 
-Each such process pays for its own interpreter and torch import (about 2 s of CPU), and the test
+Each such process pays for its own interpreter and torch import (seconds of CPU), and the test
 that waits for one leaves its core idle. In a one-process run a ``Lane`` runs them all, one after
 another, on one core beside the tests (tests/plugins/beside.py starts it when collection ends);
 under pytest-xdist a module's processes are ``Started`` together when its first test asks. Either

@@ -27,7 +27,7 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    # ~0.43M parameters, 60 steps: the four runs of a comparison take about 15 s on 2 CPU cores.
+    # ~0.43M parameters, 60 steps: small enough for CI on 2 CPU cores (docs/timings.md).
     # Eager attention: at this size the CPU's fused (sdpa) backward costs more than the rest of a
     # bf16 step. At lr 3e-3 the loss is past the grammar's steep drop well before the tail, so the
     # one-ulp-nudged runs agree closely (docs/finetune-parity.md).

@@ -6,8 +6,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import importlib.metadata
 import importlib.util
 import platform
+import re
+from pathlib import Path
 
 import torch
 
@@ -34,19 +37,35 @@ __all__ = [
 _CPU_FLAGS = ("avx512_fp16", "avx512_bf16", "amx_bf16", "amx_int8", "amx_fp16")
 
 
-# Optional packages by import name -> the extra of pyproject.toml that installs them.
-EXTRAS = {
-    "torchao": "test",
-    "ml_dtypes": "test",
-    "hypothesis": "test",
-    "numpy": "test",
-    "pytest_benchmark": "test",
-    "transformers": "finetune",
-    "datasets": "finetune",
-    "matplotlib": "finetune",
-    "tqdm": "finetune",
-}
-_PIP_NAMES = {"ml_dtypes": "ml-dtypes", "pytest_benchmark": "pytest-benchmark"}
+_PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def _optional_requirements() -> list[str]:
+    """fp8ref's requirements as ``name>=x; extra == "e"`` lines: from its installed metadata, or
+    from pyproject.toml in a checkout that was not installed."""
+    try:
+        return importlib.metadata.requires("fp8ref") or []
+    except importlib.metadata.PackageNotFoundError:
+        import tomllib  # Python 3.11+; on 3.10 fp8ref must be installed (pip install -e .)
+
+        extras = tomllib.loads(_PYPROJECT.read_text())["project"]["optional-dependencies"]
+        return [f'{req}; extra == "{extra}"' for extra, reqs in extras.items() for req in reqs]
+
+
+def _extras() -> dict[str, tuple[str, str]]:
+    """Optional packages by import name -> (pip name, the extra that installs them). The one list
+    is pyproject.toml's optional-dependencies; an import name is the pip name with '_' for '-'."""
+    out: dict[str, tuple[str, str]] = {}
+    for req in _optional_requirements():
+        m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)[^;]*;.*\bextra\s*==\s*[\"']([^\"']+)[\"']", req)
+        if m and m.group(1).lower() != "fp8ref":  # (the gpu extra names the finetune one)
+            out.setdefault(m.group(1).lower().replace("-", "_"), (m.group(1), m.group(2)))
+    return out
+
+
+_EXTRAS = _extras()
+# optional package (import name) -> the extra of pyproject.toml that installs it
+EXTRAS = {pkg: extra for pkg, (_, extra) in _EXTRAS.items()}
 
 
 class MissingPackage(ImportError):
@@ -62,9 +81,7 @@ def has_package(pkg: str) -> bool:
 def needs_package(pkg: str, what: str = "this") -> str:
     """The one wording for a missing optional package: what needs it and how to install it."""
     one_of(pkg, sorted(EXTRAS), "pkg")
-    return (
-        f"{what} needs package {_PIP_NAMES.get(pkg, pkg)}, which is not installed (pip install -e '.[{EXTRAS[pkg]}]')"
-    )
+    return f"{what} needs package {_EXTRAS[pkg][0]}, which is not installed (pip install -e '.[{EXTRAS[pkg]}]')"
 
 
 def require(pkg: str, what: str = "this"):

@@ -125,3 +125,25 @@ def test_closing_the_lane_stops_the_running_process(tmp_path):
     assert not lane.idle()  # the queue was dropped, not run
     with pytest.raises(TimeoutError, match="never"):
         lane.result("never", timeout=0.01)
+
+
+def test_the_extras_have_one_home_pyprojects_optional_dependencies(monkeypatch):
+    """A skip names the extra from pyproject.toml itself (read through fp8ref's metadata, or the
+    file in a checkout that was not installed): both readings agree, and every package the suite
+    gates on has one."""
+    import importlib.metadata
+    import sys
+
+    if sys.version_info < (3, 11):
+        pytest.skip("reading pyproject.toml needs tomllib (Python 3.11+)")
+    installed = install._extras()
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "requires", not_installed)
+    from_file = install._extras()
+    assert from_file == installed, "the installed metadata lags pyproject.toml: pip install -e . again"
+    for pkg, extra in {"torchao": "test", "ml_dtypes": "test", "transformers": "finetune"}.items():
+        assert from_file[pkg][1] == extra
+    assert from_file["ml_dtypes"][0] == "ml-dtypes"

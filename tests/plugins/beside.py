@@ -3,7 +3,7 @@
 Some checks cannot run inside the pytest process: a fresh interpreter (what ``python -m fp8ref``
 imports, its logger levels), ``python -m fp8ref`` called as CI scripts call it, and the tiny
 fine-tune comparison (four trainings, the suite's largest single cost). Each such process costs
-about 2 s of CPU before it does anything, and a test that waited for it would leave its core idle.
+seconds of CPU before it does anything, and a test that waited for it would leave its core idle.
 
 To add one, give the test module a ``run_beside(folder)`` function and read the result through
 the ``beside`` fixture::
