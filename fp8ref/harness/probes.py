@@ -91,7 +91,7 @@ def scaled_mm_scaling(scaling: str, out_dtype: torch.dtype = torch.bfloat16, dev
             sb = torch.ones(N * K // 32, device=device).to(e8m0)
         return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=out_dtype)
 
-    ok, result = attempt(call)
+    ok, result = attempt(call, device)
     return None if ok else str(result)
 
 
@@ -140,5 +140,5 @@ def torchao_recipe(recipe: str, device: str = "cpu") -> str | None:
         return missing
     gen = torch.Generator().manual_seed(0)
     x, w, g = (torch.randn(*s, generator=gen).to(torch.bfloat16).to(device) for s in ((32, 64), (32, 64), (32, 32)))
-    ok, result = attempt(lambda: run_torchao_linear(recipe, x, w, g))
+    ok, result = attempt(lambda: run_torchao_linear(recipe, x, w, g), device)
     return None if ok else str(result)

@@ -69,10 +69,11 @@ def _sha(*tensors: torch.Tensor) -> str:
     return h.hexdigest()[:16]
 
 
-def _isolated(keys: list[str], probe) -> dict:
+def _isolated(keys: list[str], probe, device: str = "cpu") -> dict:
     """``probe()``'s keys, or each of ``keys`` set to the install's refusal when it refuses.
-    A bug (an error that is not a refusal) propagates: see ``fp8ref.harness.refusals``."""
-    ok, result = attempt(probe)
+    A bug (an error that is not a refusal) propagates, and so does a device fault, which a CUDA
+    ``device`` is synchronized for inside the attempt: see ``fp8ref.harness.refusals``."""
+    ok, result = attempt(probe, device)
     return result if ok and isinstance(result, dict) else {k: result for k in keys}
 
 
@@ -119,7 +120,11 @@ def _probe_casts(device: str) -> dict:
                 return res
 
             out.update(
-                _isolated([f"{key}.{k}" for k in ("in_range_mismatches", "overflow", "inf", "nan_codes")], probe)
+                _isolated(
+                    [f"{key}.{k}" for k in ("in_range_mismatches", "overflow", "inf", "nan_codes")],
+                    probe,
+                    device=device,
+                )
             )
     return out
 
@@ -138,7 +143,11 @@ def _probe_scaled_mm(device: str) -> dict:
     if out["scaled_mm.tensorwise.f32"] == "ok":
         for tag, fast in (("exact", False), ("fast", True)):
             key = f"scaled_mm.accum_bits.{tag}"
-            out.update(_isolated([key], lambda key=key, fast=fast: {key: gemm_probes.accumulator_bits(device, fast)}))
+            out.update(
+                _isolated(
+                    [key], lambda key=key, fast=fast: {key: gemm_probes.accumulator_bits(device, fast)}, device=device
+                )
+            )
         for fmt in ("e4m3fn", "e5m2"):
             key = f"scaled_mm.scale_result.{fmt}_out"
             out.update(
@@ -147,6 +156,7 @@ def _probe_scaled_mm(device: str) -> dict:
                     lambda key=key, fmt=fmt: {
                         key: gemm_probes.scale_result_rule(device, getattr(torch, f"float8_{fmt}"))
                     },
+                    device=device,
                 )
             )
     return out
@@ -189,6 +199,7 @@ def _probe_torchao(device: str) -> dict:
             _isolated(
                 [f"torchao.recipe.{name}"],
                 lambda name=name: {f"torchao.recipe.{name}.{k}": v for k, v in ao.recipe_table(name).items()},
+                device=device,
             )
         )
     gen = torch.Generator().manual_seed(0)
@@ -196,12 +207,17 @@ def _probe_torchao(device: str) -> dict:
     for tag, g, pow2 in (("tensorwise", tensorwise(), False), ("rowwise", axiswise(-1), True)):
         key = f"torchao.digest.cast.{tag}"
         out.update(
-            _isolated([key], lambda g=g, pow2=pow2, key=key: {key: _sha(*ao.dynamic_cast(x, "e4m3fn", g, pow2))})
+            _isolated(
+                [key],
+                lambda g=g, pow2=pow2, key=key: {key: _sha(*ao.dynamic_cast(x, "e4m3fn", g, pow2))},
+                device=device,
+            )
         )
     out.update(
         _isolated(
             ["torchao.mx.default_mode"],
             lambda: {f"torchao.mx.default_mode.{name}": mode for name, mode in ao.mx_default_modes().items()},
+            device=device,
         )
     )
     out.update(_probe_torchao_narrow(device))
@@ -210,7 +226,11 @@ def _probe_torchao(device: str) -> dict:
         for name in TORCHAO_RECIPES:
             key = f"torchao.digest.float8linear.{name}"
             out.update(
-                _isolated([key], lambda name=name, key=key: {key: _sha(*probes.run_torchao_linear(name, xe, we, ge))})
+                _isolated(
+                    [key],
+                    lambda name=name, key=key: {key: _sha(*probes.run_torchao_linear(name, xe, we, ge))},
+                    device=device,
+                )
             )
     return out
 
@@ -234,7 +254,7 @@ def _probe_torchao_narrow(device: str) -> dict:
                 f"{key}.nan_codes": "|".join(r.nan_codes),
             }
 
-        out.update(_isolated([f"{key}.{k}" for k in ("in_range_mismatches", "inf", "nan_codes")], probe))
+        out.update(_isolated([f"{key}.{k}" for k in ("in_range_mismatches", "inf", "nan_codes")], probe, device=device))
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn(32, 128, generator=gen) * torch.exp2(torch.randint(-8, 8, (32, 1), generator=gen).float())).to(
         device
@@ -243,7 +263,11 @@ def _probe_torchao_narrow(device: str) -> dict:
         for mode in ("floor", "rceil"):
             key = f"torchao.digest.mx.{elem.name}.{mode}"
             out.update(
-                _isolated([key], lambda elem=elem, mode=mode, key=key: {key: _sha(*ao.to_mx(x, elem, 32, mode))})
+                _isolated(
+                    [key],
+                    lambda elem=elem, mode=mode, key=key: {key: _sha(*ao.to_mx(x, elem, 32, mode))},
+                    device=device,
+                )
             )
     for level in ("single", "two"):
         key = f"torchao.digest.nvfp4.{level}"
@@ -252,7 +276,7 @@ def _probe_torchao_narrow(device: str) -> dict:
             g = ao.nvfp4_per_tensor_scale(x.abs().amax()) if level == "two" else None
             return {key: _sha(*ao.nvfp4_quantize(x, g))}
 
-        out.update(_isolated([key], nvfp4_probe))
+        out.update(_isolated([key], nvfp4_probe, device=device))
     return out
 
 
@@ -282,13 +306,17 @@ def _probe_special_casts(device: str) -> dict:
             continue
         key = f"cast.{fmt.name}.f32.neg_zero"
         out.update(
-            _isolated([key], lambda impl=impl, key=key: {key: f"0x{int(impl.cast(torch.tensor([-0.0]))[0]):02x}"})
+            _isolated(
+                [key],
+                lambda impl=impl, key=key: {key: f"0x{int(impl.cast(torch.tensor([-0.0]))[0]):02x}"},
+                device=device,
+            )
         )
     impl = torch_cast("e8m0fnu", device)
     if impl is not None:
         ties = torch.tensor([1.5, 0.75, 3 * 2.0**-128, 0.0], dtype=torch.float32)
         key = "cast.e8m0fnu.f32.ties_and_zero"
-        out.update(_isolated([key], lambda: {key: " ".join(f"0x{int(c):02x}" for c in impl.cast(ties))}))
+        out.update(_isolated([key], lambda: {key: " ".join(f"0x{int(c):02x}" for c in impl.cast(ties))}, device=device))
     return out
 
 

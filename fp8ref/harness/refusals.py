@@ -14,6 +14,11 @@ loudly. The rule that tells them apart:
 - A native call that raises something other than the errors native torch code raises
   (RuntimeError and its subclasses, TypeError, ValueError, IndexError, AttributeError for a
   missing function or dtype) is a bug.
+- A device fault is never a refusal, wherever it surfaces: an illegal memory access, a
+  misaligned address, a launch failure, a device-side assert. It breaks the CUDA context, so
+  every later call fails too; were it a refusal, every later probe would read "refused" and
+  every later test would skip. Probes of a CUDA device synchronize inside the attempted call, so
+  a fault surfaces in the call that caused it (``DEVICE_FAULTS``).
 
 A refusal whose cause is a bug in fp8ref (passing a wrong argument to torch) is still reported,
 and so still seen: the pinned value is ``ok`` or a digest, the new one ``refused: ...``.
@@ -27,7 +32,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-__all__ = ["INSTALL_PACKAGES", "NATIVE_REFUSALS", "refusal", "is_refusal", "normalize", "describe", "attempt"]
+__all__ = [
+    "INSTALL_PACKAGES",
+    "NATIVE_REFUSALS",
+    "DEVICE_FAULTS",
+    "refusal",
+    "is_refusal",
+    "normalize",
+    "describe",
+    "attempt",
+]
 
 T = TypeVar("T")
 
@@ -38,6 +52,13 @@ INSTALL_PACKAGES = ("torch", "torchao", "ml_dtypes", "numpy", "triton", "functor
 NATIVE_REFUSALS = (RuntimeError, TypeError, ValueError, IndexError, AttributeError)
 
 _FP8REF_DIR = Path(__file__).resolve().parent
+
+# Messages of errors that break the CUDA context (CUDA runtime error strings as torch reports them).
+DEVICE_FAULTS = re.compile(
+    r"illegal memory access|misaligned address|unspecified launch failure|device-side assert"
+    r"|illegal instruction|CUDA error: an illegal",
+    re.IGNORECASE,
+)
 
 
 def _package_of(filename: str) -> str | None:
@@ -71,6 +92,8 @@ def is_refusal(exc: BaseException) -> bool:
     """True when ``exc`` is the install refusing an operation (see the module docstring)."""
     if not isinstance(exc, Exception) or isinstance(exc, MemoryError):
         return False
+    if DEVICE_FAULTS.search(str(exc)):
+        return False  # the device broke: a failure, and what follows it is not to be trusted
     tb = _innermost(exc)
     if tb is None:  # never raised (constructed by hand): nobody refused anything
         return False
@@ -104,13 +127,20 @@ def refusal(exc: BaseException) -> str | None:
     return f"refused: {describe(exc)}" if is_refusal(exc) else None
 
 
-def attempt(fn: Callable[[], T]) -> tuple[bool, T | str]:
+def attempt(fn: Callable[[], T], device: str | None = None) -> tuple[bool, T | str]:
     """Call ``fn()``. ``(True, result)`` on success, ``(False, 'refused: ...')`` when the install
-    refuses; any other exception (a bug) propagates unchanged."""
+    refuses; any other exception (a bug, a device fault) propagates unchanged. With a CUDA
+    ``device`` the call is synchronized before it counts as a success, so an asynchronous fault
+    surfaces here, in the call that caused it."""
     if not callable(fn):
         raise TypeError(f"fn: expected a callable taking no arguments, got {type(fn).__name__}")
     try:
-        return True, fn()
+        result = fn()
+        if device is not None and str(device).startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize(device)
+        return True, result
     except Exception as exc:  # noqa: BLE001 - classified below; non-refusals re-raised
         text = refusal(exc)
         if text is None:

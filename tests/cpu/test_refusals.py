@@ -168,3 +168,39 @@ def test_skip_helper_names_the_versions_and_the_refusal(skip_unless):
     msg = str(info.value)
     assert f"torch {torch.__version__}" in msg and "torchao" in msg
     assert "rowwise torch._scaled_mm on cpu" in msg and "refused: RuntimeError: no rowwise here" in msg
+
+
+def _device_fault(*args, **kwargs):
+    """Stands in for a kernel that broke the CUDA context: a RuntimeError raised inside torch (a
+    refusal by every other rule), with the CUDA runtime's words."""
+    torch._check(False, lambda: "CUDA error: an illegal memory access was encountered")
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "CUDA error: an illegal memory access was encountered",
+        "CUDA error: misaligned address",
+        "CUDA error: unspecified launch failure",
+        "CUDA error: device-side assert triggered",
+    ],
+)
+def test_a_device_fault_is_a_failure_not_a_refusal(message):
+    """A fault that breaks the CUDA context must fail, or every probe after it reads 'refused'
+    and every later test skips: a crashed GPU run would look green."""
+
+    def inside_torch():  # raised inside torch, so a refusal by every other rule
+        torch._check(False, lambda: message)
+
+    assert is_refusal(_raised(lambda: torch._check(False, lambda: "an ordinary refusal")))
+    assert not is_refusal(_raised(inside_torch))
+    with pytest.raises(RuntimeError, match=message.split(": ")[1]):
+        attempt(inside_torch)
+
+
+def test_a_device_fault_propagates_from_the_probes(monkeypatch, fresh_install_answers):
+    monkeypatch.setattr(torch, "_scaled_mm", _device_fault)
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        probes.scaled_mm_scaling("tensorwise")
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        profile._probe_scaled_mm("cpu")
