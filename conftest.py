@@ -60,3 +60,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="run the gpu tests on the CPU device at tiny sizes, so CI keeps them alive",
     )
+    group.addoption(
+        "--fp8-require-gpu",
+        action="store_true",
+        default=False,
+        help="a GPU runner's guard: no usable CUDA GPU is an error (the run stops, exit 1), not a skip",
+    )

@@ -355,17 +355,23 @@ def compare_with_golden(
     or corrupted golden) or, with ``update``, ``("updated", [what was written])``.
     """
     path = golden_path(golden_dir, device)
+    if not update and not path.exists():  # checked first: collecting takes tens of seconds on a GPU
+        test = (
+            "tests/cpu/test_golden_profile.py"
+            if device_kind(device) == "cpu"
+            else "tests/gpu/test_cuda_golden_profile.py"
+        )
+        return "missing", [
+            f"no golden profile for device kind {device_kind(device)!r} ({path}); pin this one alone, on "
+            f"purpose, with `pytest {test} --fp8-update-golden` (or `python -m fp8ref profile --device "
+            f"{device} --out {path}`), and commit it saying why"
+        ]
     if now is None:
         now = collect(device)
     if update:
         path.parent.mkdir(parents=True, exist_ok=True)
         save(now, path)
         return "updated", [f"re-pinned {path} on {who(now)}; commit it and say why in the message"]
-    if not path.exists():
-        return "missing", [
-            f"no golden profile for device kind {device_kind(device)!r} ({path}); pin one with "
-            f"`pytest --fp8-update-golden` (or `python -m fp8ref profile --device {device} --out {path}`)"
-        ]
     try:
         pinned = load(path)
     except ProfileError as exc:

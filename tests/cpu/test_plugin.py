@@ -9,6 +9,7 @@ import pytest
 from fp8ref.harness import install, probes
 from tests.lane import Lane, python_code
 from tests.plugins import gating
+from tests.plugins.gating import ROOT
 
 
 class _Item:
@@ -147,3 +148,40 @@ def test_the_extras_have_one_home_pyprojects_optional_dependencies(monkeypatch):
     for pkg, extra in {"torchao": "test", "ml_dtypes": "test", "transformers": "finetune"}.items():
         assert from_file[pkg][1] == extra
     assert from_file["ml_dtypes"][0] == "ml-dtypes"
+
+
+def run_beside(folder):
+    """pytest itself on a GPU test, on this machine: with --fp8-require-gpu (and, to show it wins,
+    --fp8-dry-run too), and without (the control: the same test skips and the run passes)."""
+    import sys
+
+    base = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/gpu/test_cuda_golden_profile.py",
+        "-q",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        f"--basetemp={folder / 'run'}",
+    ]
+    return {
+        "required": (base + ["--fp8-require-gpu", "--fp8-dry-run"], {"cwd": ROOT}),
+        "not required": (base, {"cwd": ROOT}),
+    }
+
+
+def test_no_usable_gpu_fails_the_run_under_require_gpu(beside):
+    """A runner whose CUDA is missing or broken must not pass by skipping every GPU test."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the guard has nothing to refuse")
+    required, control = beside("required"), beside("not required")
+    assert required.returncode == 1, required.stdout[-2000:] + required.stderr[-2000:]
+    assert (
+        "--fp8-require-gpu: no usable CUDA GPU: torch.cuda.is_available() is False" in required.stdout + required.stderr
+    )
+    assert control.returncode == 0 and "skipped" in control.stdout, control.stdout[-2000:]

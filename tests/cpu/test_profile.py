@@ -66,7 +66,19 @@ def test_compare_with_golden_collects_this_install_when_not_given_a_profile(tmp_
 
 def test_missing_golden_says_how_to_pin(tmp_path, here):
     status, lines = compare_with_golden(tmp_path, "cpu", now=here)
-    assert status == "missing" and "--fp8-update-golden" in lines[0]
+    assert status == "missing" and "pytest tests/cpu/test_golden_profile.py --fp8-update-golden" in lines[0]
+
+
+def test_a_missing_golden_is_found_before_collecting(tmp_path, monkeypatch):
+    """On a GPU runner collecting takes tens of seconds: a missing golden says so at once, and
+    names the test that pins only this device kind's file (not the CPU golden too)."""
+    import fp8ref.harness.profile
+
+    monkeypatch.setattr(fp8ref.harness.profile, "collect", lambda *a, **k: pytest.fail("collected"))
+    monkeypatch.setattr(fp8ref.harness.profile, "device_kind", lambda device: "cuda-sm90")
+    status, lines = compare_with_golden(tmp_path, "cuda")
+    assert status == "missing" and "cuda-sm90" in lines[0]
+    assert "pytest tests/gpu/test_cuda_golden_profile.py --fp8-update-golden" in lines[0]
 
 
 def test_update_writes_the_golden(tmp_path, here):

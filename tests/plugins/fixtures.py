@@ -38,18 +38,42 @@ def speed_asserts(request: pytest.FixtureRequest, dry_run: bool) -> bool:
     return not dry_run and not request.config.getoption("--fp8-no-speed-asserts")
 
 
-@pytest.fixture(scope="session")
-def gpu_device(request: pytest.FixtureRequest) -> str:
-    """The device gpu tests run on: "cuda", or "cpu" under --fp8-dry-run; otherwise skip."""
+def no_usable_gpu() -> str | None:
+    """None when a CUDA GPU runs a kernel here; else why not, in words (no CUDA in this torch
+    build, no device visible, or a first kernel that fails: a broken driver or runtime)."""
     import torch
 
-    if torch.cuda.is_available():
+    if not torch.cuda.is_available():
+        return f"torch.cuda.is_available() is False (torch {torch.__version__}, CUDA build {torch.version.cuda})"
+    try:
+        torch.ones(8, device="cuda").add_(1).sum().item()
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - any failure of the first kernel means no usable GPU
+        return f"a first CUDA kernel fails: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """--fp8-require-gpu: a runner whose CUDA is missing or broken stops at once, exit 1, rather
+    than skipping every GPU test and passing."""
+    if session.config.getoption("--fp8-require-gpu"):
+        problem = no_usable_gpu()
+        if problem is not None:
+            pytest.exit(f"--fp8-require-gpu: no usable CUDA GPU: {problem}", returncode=pytest.ExitCode.TESTS_FAILED)
+
+
+@pytest.fixture(scope="session")
+def gpu_device(request: pytest.FixtureRequest) -> str:
+    """The device gpu tests run on: "cuda", or "cpu" under --fp8-dry-run; otherwise skip (fail
+    under --fp8-require-gpu)."""
+    problem = no_usable_gpu()
+    if problem is None:
         return "cuda"
+    if request.config.getoption("--fp8-require-gpu"):
+        pytest.fail(f"--fp8-require-gpu: no usable CUDA GPU: {problem}")
     if request.config.getoption("--fp8-dry-run"):
         return "cpu"
-    pytest.skip(
-        "needs a CUDA GPU (torch.cuda.is_available() is False); --fp8-dry-run runs this test on the CPU instead"
-    )
+    pytest.skip(f"needs a CUDA GPU ({problem}); --fp8-dry-run runs this test on the CPU instead")
 
 
 @pytest.fixture(scope="session")
