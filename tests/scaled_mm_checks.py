@@ -15,8 +15,16 @@ import pytest
 import torch
 
 from fp8ref.harness import probes
-from fp8ref.harness.gemm_probes import accumulator_bits, reference_bound, scale_result_rule
-from fp8ref.reference.formats import E4M3FN
+from fp8ref.harness.gemm_probes import (
+    PROMOTION_K,
+    accumulator_bits,
+    exact_sum_operands,
+    operand_dtypes,
+    reference_bound,
+    scale_result_rule,
+)
+from fp8ref.reference.codec import encode
+from fp8ref.reference.formats import E4M3FN, E5M2
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import axiswise, tensorwise
 
@@ -31,24 +39,54 @@ class Case:
     scale_b: torch.Tensor
     va: torch.Tensor  # the operands' values (codec decode), float64, CPU
     vb: torch.Tensor
+    exact: bool = False  # small-integer operands: every partial sum exact in any accumulator
 
 
-def case(m: int, k: int, n: int, scaling: str, device: str, seed: int = 0) -> Case:
+def case(
+    m: int,
+    k: int,
+    n: int,
+    scaling: str,
+    device: str,
+    seed: int = 0,
+    b_dtype: torch.dtype = E4M3,
+    exact_sums: bool = False,
+) -> Case:
     """FP8 operands for ``scaling`` (tensorwise: one non-unit scale each; rowwise: one per row of
-    A and per column of B)."""
+    A and per column of B); A in E4M3, B in ``b_dtype`` (E4M3 or E5M2).
+
+    ``exact_sums``: small-integer operands (``gemm_probes.exact_sum_operands``) whose partial sums
+    are exact in any accumulator, with non-power-of-two scales: the bound is then the output's
+    own rounding on every GPU generation (Hopper's ~14-bit accumulator included), sharp enough to
+    see a float32 output that went through bfloat16."""
     gen = torch.Generator().manual_seed(seed)
+    if exact_sums:
+        av, bv = exact_sum_operands(m, k, n, seed)
+        rows = torch.exp2(torch.randint(-3, 4, (m, 1), generator=gen).float()) * 1.37
+        cols = torch.exp2(torch.randint(-3, 4, (1, n), generator=gen).float()) / 2.9
+        sa, sb = (rows, cols) if scaling == "rowwise" else (torch.tensor(1.37), torch.tensor(1 / 2.9))
+        b_fmt = E5M2 if b_dtype == torch.float8_e5m2 else E4M3FN
+        return Case(
+            encode(av, E4M3FN).view(E4M3).to(device),
+            encode(bv, b_fmt).view(b_dtype).to(device).t(),
+            sa.to(device),
+            sb.to(device),
+            av.double(),
+            bv.double().t(),
+            exact=True,
+        )
     rows = torch.exp2(torch.randint(-3, 4, (m, 1), generator=gen).float())
     cols = torch.exp2(torch.randint(-3, 4, (n, 1), generator=gen).float())
     a = torch.randn(m, k, generator=gen) * rows * 1.37
     b = torch.randn(n, k, generator=gen) * cols / 2.9
     g = tensorwise() if scaling == "tensorwise" else axiswise(-1)
-    qa, qb = quantize(a, E4M3FN, g), quantize(b, E4M3FN, g)
+    qa, qb = quantize(a, E4M3FN, g), quantize(b, E5M2 if b_dtype == torch.float8_e5m2 else E4M3FN, g)
     inv_a, inv_b = 1 / qa.scale, 1 / qb.scale  # tensorwise (); rowwise (M, 1) and (N, 1)
     if scaling == "rowwise":
         inv_b = inv_b.t().contiguous()  # (1, N)
     return Case(
         qa.codes.view(E4M3).to(device),
-        qb.codes.view(E4M3).to(device).t(),
+        qb.codes.view(b_dtype).to(device).t(),
         inv_a.to(device),
         inv_b.to(device),
         qa.values().double(),
@@ -70,10 +108,11 @@ def excess(
     c: Case, out: torch.Tensor, out_dtype: torch.dtype, bias: torch.Tensor | None = None, accum_bits: int = 23
 ) -> str | None:
     """None when every element of ``out`` lies within the derived bound of the exact result;
-    otherwise a line naming the worst element."""
+    otherwise a line naming the worst element. An ``exact`` case is bounded as exact sums
+    (``accum_bits`` does not apply)."""
     assert out.dtype == out_dtype, f"out dtype {out.dtype}, asked for {out_dtype}"
     assert out.shape == (c.va.shape[0], c.vb.shape[1]), f"out shape {tuple(out.shape)}"
-    ref, bound = reference_bound(c.va, c.vb, c.scale_a, c.scale_b, out_dtype, bias, accum_bits)
+    ref, bound = reference_bound(c.va, c.vb, c.scale_a, c.scale_b, out_dtype, bias, None if c.exact else accum_bits)
     err = (out.double().cpu() - ref).abs()
     bad = ~(err <= bound)  # NaN counts as bad
     if not bool(bad.any()):
@@ -88,11 +127,24 @@ def excess(
 
 
 # --- a float64 stand-in for _scaled_mm with one known fault --------------------------------
-def stand_in(keep_bits=None, scale_rule="divides", bias_scaled=False, row_scale_mean=False, scales_inverted=False):
+def stand_in(
+    keep_bits=None,
+    scale_rule="divides",
+    bias_scaled=False,
+    row_scale_mean=False,
+    scales_inverted=False,
+    promote_every=None,
+    out_via=None,
+):
     """A float64 ``_scaled_mm`` with one fault: partial sums rounded to ``keep_bits`` mantissa
     bits, ``scale_result`` applied by ``scale_rule``, the bias scaled with the product, rowwise A
-    scales replaced by their mean, or both scales divided by instead of multiplied. Used by
-    tests/cpu/test_gemm_probes.py and tests/meta to show the probes and checks catch each."""
+    scales replaced by their mean, both scales divided by instead of multiplied, or the output
+    rounded through ``out_via`` (say bfloat16) before ``out_dtype``. Used by
+    tests/cpu/test_gemm_probes.py and tests/meta to show the probes and checks catch each.
+
+    ``keep_bits`` with ``promote_every`` is no fault but another GPU generation: Hopper's tensor
+    cores keep about 13 bits within a K block, and with ``use_fast_accum=False`` the partial sum is
+    promoted (here to float64) every ``promote_every`` products; with fast accumulation, never."""
 
     def mm(A, B, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None, use_fast_accum=False):
         a, b = A.double(), B.double()
@@ -104,15 +156,21 @@ def stand_in(keep_bits=None, scale_rule="divides", bias_scaled=False, row_scale_
             out = a @ b
         else:
             out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float64)
+            part = torch.zeros_like(out)
             for k in range(a.shape[1]):
-                out = out + a[:, k : k + 1] * b[k : k + 1, :]
-                m, e = torch.frexp(out)
-                out = torch.ldexp(torch.round(m * 2.0 ** (keep_bits + 1)) / 2.0 ** (keep_bits + 1), e)
+                part = part + a[:, k : k + 1] * b[k : k + 1, :]
+                m, e = torch.frexp(part)
+                part = torch.ldexp(torch.round(m * 2.0 ** (keep_bits + 1)) / 2.0 ** (keep_bits + 1), e)
+                if promote_every and not use_fast_accum and (k + 1) % promote_every == 0:
+                    out, part = out + part, torch.zeros_like(part)
+            out = out + part
         out = out * sa * sb
         if bias is not None:
             out = out + bias.double() * (sa * sb if bias_scaled else 1)
         if scale_result is not None and scale_rule != "ignored":
             out = out / scale_result.double() if scale_rule == "divides" else out * scale_result.double()
+        if out_via is not None:
+            out = out.to(out_via)
         return out.to(out_dtype)
 
     return mm
@@ -139,14 +197,13 @@ def _shape(device: str) -> tuple[int, int, int]:
 @pytest.mark.parametrize("out_dtype", OUT_DTYPES, ids=str)
 @pytest.mark.parametrize("scaling", SCALINGS)
 def test_every_out_dtype_matches_the_exact_product(scaling, out_dtype, fast_accum, mm_device, skip_unless):
-    """Guards: an out dtype whose epilogue rounds or converts wrongly; rowwise scales applied to
-    the wrong axis (rows and columns here have different scales, up to 2^6 apart). The bound
-    uses the accumulator width this device is measured to keep (fast accumulation keeps fewer
-    bits on Hopper)."""
+    """Guards: an out dtype whose epilogue rounds or converts wrongly (a float32 output that went
+    through bfloat16); rowwise scales applied to the wrong axis (rows and columns here have
+    different scales, up to 2^6 apart). The operands' partial sums are exact in any accumulator,
+    so the bound is the output's own rounding on every GPU generation, fast accumulation or not."""
     _need(skip_unless, scaling, out_dtype, mm_device)
-    c = case(*_shape(mm_device), scaling, mm_device)
-    bits = accumulator_bits(mm_device, fast_accum)
-    problem = excess(c, run(c, out_dtype, fast_accum=fast_accum), out_dtype, accum_bits=bits)
+    c = case(*_shape(mm_device), scaling, mm_device, exact_sums=True)
+    problem = excess(c, run(c, out_dtype, fast_accum=fast_accum), out_dtype)
     assert problem is None, f"{scaling} -> {out_dtype}, fast_accum={fast_accum} on {mm_device}: {problem}"
 
 
@@ -155,7 +212,7 @@ def test_bias_is_added_once_under_non_unit_scales(scaling, mm_device, skip_unles
     """Guards: a bias scaled together with the product (by scale_a * scale_b), or added twice.
     The scales here are far from 1, so either would be far outside the bound."""
     _need(skip_unless, scaling, torch.bfloat16, mm_device)
-    c = case(*_shape(mm_device), scaling, mm_device, seed=1)
+    c = case(*_shape(mm_device), scaling, mm_device, seed=1, exact_sums=True)
     gen = torch.Generator().manual_seed(2)
     bias = (torch.randn(c.vb.shape[1], generator=gen) * 8).to(torch.bfloat16)
     out = run(c, torch.bfloat16, bias=bias.to(mm_device))
@@ -166,21 +223,24 @@ def test_bias_is_added_once_under_non_unit_scales(scaling, mm_device, skip_unles
 @pytest.mark.parametrize("scaling", SCALINGS)
 def test_rows_not_a_multiple_of_the_tile(scaling, mm_device, ragged_m, skip_unless):
     """Guards: the M tail of a kernel tiled in M (an illegal memory access once lived in CUDA
-    rowwise scaled_mm with M not a multiple of 256; on CPU, M not a multiple of 16)."""
+    rowwise scaled_mm with M not a multiple of 256; torch asks only K and N to be multiples of
+    16, so M = 1, 17, 100, 4111 are all legal)."""
     _need(skip_unless, scaling, torch.bfloat16, mm_device)
     _, k, n = _shape(mm_device)
     for m in ragged_m:
-        c = case(m, k, n, scaling, mm_device, seed=m)
+        c = case(m, k, n, scaling, mm_device, seed=m, exact_sums=True)
         problem = excess(c, run(c, torch.bfloat16), torch.bfloat16)
         assert problem is None, f"{scaling}, M={m} on {mm_device}: {problem}"
 
 
 @pytest.mark.parametrize("scaling", SCALINGS)
-def test_compiled_scaled_mm_matches_the_exact_product(scaling, mm_device, skip_unless, record_observation):
+def test_compiled_scaled_mm_matches_the_exact_product(
+    scaling, mm_device, skip_unless, record_observation, fresh_dynamo
+):
     """Guards: inductor's scaled-mm lowering picking another scaling than eager (compiled output
     held to the same bound as eager); whether it is bitwise equal to eager is reported."""
     _need(skip_unless, scaling, torch.bfloat16, mm_device)
-    c = case(*_shape(mm_device), scaling, mm_device, seed=3)
+    c = case(*_shape(mm_device), scaling, mm_device, seed=3, exact_sums=True)
     eager, compiled = run(c, torch.bfloat16), run(c, torch.bfloat16, compiled=True)
     record_observation(
         f"torch.compile(_scaled_mm) {scaling} on {mm_device}",
@@ -192,7 +252,8 @@ def test_compiled_scaled_mm_matches_the_exact_product(scaling, mm_device, skip_u
 
 @pytest.mark.parametrize("out_dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=str)
 def test_fp8_output_applies_scale_result(out_dtype, mm_device, skip_unless, record_observation):
-    """Guards: ``scale_result`` silently ignored for an FP8 output. Which way it applies is
+    """Guards: ``scale_result`` silently ignored for an FP8 output (E4M3 x E4M3 -> E4M3, and
+    E4M3 x E5M2 -> E5M2: cuBLAS has no E4M3 x E4M3 -> E5M2 kernel). Which way it applies is
     implementation-defined (pinned in the profile as scaled_mm.scale_result); that it applies,
     and to the right value, is checked: decode(out) is the exact result under that rule, within
     half an FP8 ulp plus float32 accumulation, and half the smallest subnormal near zero."""
@@ -200,7 +261,7 @@ def test_fp8_output_applies_scale_result(out_dtype, mm_device, skip_unless, reco
     rule = scale_result_rule(mm_device, out_dtype)
     record_observation(f"_scaled_mm scale_result with {out_dtype} output on {mm_device}", rule)
     assert rule in ("divides", "multiplies"), f"scale_result with {out_dtype} output on {mm_device}: {rule}"
-    c = case(32, 64, 32, "tensorwise", mm_device, seed=4)
+    c = case(32, 64, 32, "tensorwise", mm_device, seed=4, b_dtype=operand_dtypes(out_dtype)[1])
     ref, bound = reference_bound(c.va, c.vb, c.scale_a, c.scale_b, torch.float32)
     t = 2.0 ** float(torch.ceil(torch.log2(ref.abs().max() / 100)))  # the result / t stays below 448
     s = t if rule == "divides" else 1 / t
@@ -222,12 +283,20 @@ def test_fp8_output_applies_scale_result(out_dtype, mm_device, skip_unless, reco
     assert bool((err <= tol).all()), f"max excess {(err - tol).max().item():.3e} ({out_dtype}, rule {rule})"
 
 
-def test_without_fast_accumulation_the_accumulator_keeps_float32_bits(mm_device, skip_unless, record_observation):
-    """Guards: a kernel that drops low bits while use_fast_accum=False promises float32
-    accumulation (calc_diff < 1e-3 cannot see 14 bits against 23). Fast accumulation's width is
-    implementation-defined: reported here, pinned in the profile (scaled_mm.accum_bits.fast)."""
+def test_without_fast_accumulation_partial_sums_are_promoted_to_float32(mm_device, skip_unless, record_observation):
+    """Guards: a kernel that stops promoting its partial sums to float32 while use_fast_accum=False
+    promises it (calc_diff < 1e-3 cannot see 14 bits against 23). Asserted: only what cuBLAS
+    promises, two products PROMOTION_K apart summed in float32. Observed and pinned in the
+    profile (scaled_mm.accum_bits.*): the width within one K block (about 13-14 bits on Hopper
+    whatever use_fast_accum says) and across blocks with fast accumulation (no promotion)."""
     _need(skip_unless, "tensorwise", torch.float32, mm_device)
-    exact, fast = accumulator_bits(mm_device, False), accumulator_bits(mm_device, True)
-    record_observation(f"_scaled_mm accumulator bits on {mm_device} (23 = float32's)", f"exact {exact}, fast {fast}")
-    assert exact == 23, f"use_fast_accum=False kept {exact} bits on {mm_device}"
-    assert 0 <= fast <= exact
+    bits = {
+        (span, fast): accumulator_bits(mm_device, fast, span) for span in ("within", "across") for fast in (False, True)
+    }
+    record_observation(
+        f"_scaled_mm accumulator bits on {mm_device} (23 = float32's)",
+        f"within a K block: exact {bits['within', False]}, fast {bits['within', True]}; "
+        f"across K blocks ({PROMOTION_K} apart): exact {bits['across', False]}, fast {bits['across', True]}",
+    )
+    assert bits["across", False] == 23, f"use_fast_accum=False kept {bits['across', False]} bits across K blocks"
+    assert all(0 <= b <= 23 for b in bits.values()), bits

@@ -1,8 +1,13 @@
 """Probes of ``torch._scaled_mm`` that measure what a device's FP8 GEMM does, beyond pass/fail.
 
-- ``accumulator_bits``: how many mantissa bits the GEMM's accumulator keeps. Hopper's "fast
-  accumulation" is known to keep about 13-14 (DeepSeek-V3's report, section 3.3); a check such as
-  DeepGEMM's ``calc_diff < 1e-3`` cannot tell 14 bits from 23, so the profile pins the number.
+- ``accumulator_bits``: how many mantissa bits the GEMM's accumulator keeps, at two spans.
+  ``within``: two products inside the first K block, which on Hopper is one tensor-core
+  instruction: its tensor cores keep about 13-14 bits there whatever ``use_fast_accum`` says
+  (DeepSeek-V3's report, section 3.3; B200 keeps about 25). ``across``: two products in different
+  K blocks, ``PROMOTION_K`` apart: with ``use_fast_accum=False`` cuBLAS promotes the partial sums
+  to float32 between blocks (CUTLASS every few instructions), so this is float32's 23; with fast
+  accumulation Hopper never promotes. A check such as DeepGEMM's ``calc_diff < 1e-3`` cannot tell
+  14 bits from 23, so the profile pins the numbers and only the promised one is asserted.
 - ``scale_result_rule``: what ``scale_result`` does to an FP8 output (divides, multiplies, or is
   ignored: a refactor once silently ignored it).
 - ``reference_bound``: the exact product of the FP8 values and the error a correct GEMM may add.
@@ -16,13 +21,57 @@ from __future__ import annotations
 
 import torch
 
-from ..reference.validate import boolean, instance
+from ..reference.validate import boolean, instance, one_of
 
-__all__ = ["PROBE_K", "accumulator_bits", "scale_result_rule", "reference_bound", "half_ulp"]
+__all__ = [
+    "PROBE_K",
+    "PROMOTION_K",
+    "SPANS",
+    "operand_dtypes",
+    "exact_sum_operands",
+    "accumulator_bits",
+    "scale_result_rule",
+    "reference_bound",
+    "half_ulp",
+]
 
 PROBE_K = 32  # the K of the probes: a multiple of 16, as cuBLAS requires
+# K blocks between which an FP8 GEMM promotes its partial sums to float32 (DeepSeek-V3's N_C = 128,
+# four Hopper WGMMA instructions of K = 32): the "across" probe puts its two products this far apart
+PROMOTION_K = 128
+SPANS = ("within", "across")
 _TOP = 8  # 2^8 = 256: E4M3's largest power of two
 _SPAN = 18  # exponents 8 .. -9: E4M3's normal and subnormal powers of two
+
+
+def operand_dtypes(out_dtype: torch.dtype) -> tuple[torch.dtype, torch.dtype]:
+    """The FP8 operand dtypes (A, B) to ask ``_scaled_mm`` for an ``out_dtype`` result with: E4M3
+    x E5M2 for an E5M2 output (cuBLAS has no E4M3 x E4M3 -> E5M2 kernel; torch's own
+    test_scaled_matmul_cuda.py pairs E4M3 with E5M2 there), E4M3 x E4M3 otherwise."""
+    instance(out_dtype, torch.dtype, "out_dtype", "a torch.dtype")
+    e4m3 = torch.float8_e4m3fn
+    return (e4m3, torch.float8_e5m2) if out_dtype == torch.float8_e5m2 else (e4m3, e4m3)
+
+
+# |values| <= 2, so |products| <= 4 and every partial sum of K <= 1024 of them is an integer of at
+# most 2^12: exact in an accumulator of 12 significant bits or more (Hopper's within-instruction
+# accumulator keeps about 14)
+_EXACT_MAX, _EXACT_K = 2, 1024
+
+
+def exact_sum_operands(m: int, k: int, n: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """FP8-representable operands (M, K) and (N, K), float32, whose products' partial sums are
+    exact in any FP8 GEMM accumulator, in any order: small integers (-2 .. 2). A GEMM of them
+    errs only where its scales and its output round (``reference_bound(accum_bits=None)``)."""
+    for name, v in (("m", m), ("k", k), ("n", n)):
+        if not isinstance(v, int) or v < 1:
+            raise ValueError(f"{name}: expected a positive int, got {v!r}")
+    if k > _EXACT_K:
+        raise ValueError(f"k: at most {_EXACT_K} keeps every partial sum exact in 12 bits, got {k}")
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randint(-_EXACT_MAX, _EXACT_MAX + 1, (m, k), generator=gen).float()
+    b = torch.randint(-_EXACT_MAX, _EXACT_MAX + 1, (n, k), generator=gen).float()
+    return a, b
 
 
 def half_ulp(dtype: torch.dtype) -> float:
@@ -31,25 +80,29 @@ def half_ulp(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps / 2
 
 
-def _powers_of_two_probe(device: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _powers_of_two_probe(device: str, span: str = "within") -> tuple[torch.Tensor, torch.Tensor]:
     """A (32, K) and B (K, 32, column-major) in E4M3 with out[i, j] = 2^16 + 2^(16 - i - j) for
-    i, j < 18 (and 0 elsewhere): a large and a small product, 0 to 34 binary places apart."""
-    a = torch.zeros(32, PROBE_K)
-    b = torch.zeros(32, PROBE_K)  # rows of B^T
+    i, j < 18 (and 0 elsewhere): a large and a small product, 0 to 34 binary places apart; the
+    small one at k = 1 (``within`` the first K block) or at k = PROMOTION_K + 1 (``across``)."""
+    k, small = (PROBE_K, 1) if span == "within" else (2 * PROMOTION_K, PROMOTION_K + 1)
+    a = torch.zeros(32, k)
+    b = torch.zeros(32, k)  # rows of B^T
     idx = torch.arange(_SPAN)
     a[idx, 0], b[idx, 0] = 2.0**_TOP, 2.0**_TOP
-    a[idx, 1] = torch.exp2(_TOP - idx.float())
-    b[idx, 1] = torch.exp2(_TOP - idx.float())
+    a[idx, small] = torch.exp2(_TOP - idx.float())
+    b[idx, small] = torch.exp2(_TOP - idx.float())
     e4m3 = torch.float8_e4m3fn
     return a.to(e4m3).to(device), b.to(e4m3).to(device).t()
 
 
-def accumulator_bits(device: str = "cpu", fast_accum: bool = False) -> int:
+def accumulator_bits(device: str = "cpu", fast_accum: bool = False, span: str = "within") -> int:
     """The largest d such that every sum 2^16 + 2^(16-d') with d' <= d comes out exact in a
-    float32 ``_scaled_mm`` output: the accumulator's mantissa bits. 23 is the float32 output's own
-    limit (2^16 + 2^-8 is a tie that rounds to 2^16), so 23 means "at least 23"."""
+    float32 ``_scaled_mm`` output: the accumulator's mantissa bits ``within`` one K block or
+    ``across`` two (module docstring). 23 is the float32 output's own limit (2^16 + 2^-8 is a tie
+    that rounds to 2^16), so 23 means "at least 23"."""
     boolean(fast_accum, "fast_accum")
-    A, B = _powers_of_two_probe(device)
+    one_of(span, SPANS, "span")
+    A, B = _powers_of_two_probe(device, span)
     one = torch.tensor(1.0, device=device)
     out = (
         torch._scaled_mm(A, B, scale_a=one, scale_b=one, out_dtype=torch.float32, use_fast_accum=fast_accum)
@@ -68,12 +121,14 @@ def accumulator_bits(device: str = "cpu", fast_accum: bool = False) -> int:
 
 def scale_result_rule(device: str = "cpu", out_dtype: torch.dtype = torch.float8_e4m3fn) -> str:
     """What ``scale_result=4`` does to an FP8 output whose exact value is 2:
-    ``divides`` (0.5), ``multiplies`` (8), ``ignored`` (2), or ``other: <value>``."""
+    ``divides`` (0.5), ``multiplies`` (8), ``ignored`` (2), or ``other: <value>``. The operands
+    are the pair the output needs (``operand_dtypes``)."""
     one = torch.tensor(1.0, device=device)
     a = torch.zeros(16, 32)
     b = torch.zeros(16, 32)
     a[:, 0], b[:, 0] = 1.0, 2.0  # every output element: 1 * 2 = 2, exactly
-    A, B = a.to(torch.float8_e4m3fn).to(device), b.to(torch.float8_e4m3fn).to(device).t()
+    a_dtype, b_dtype = operand_dtypes(out_dtype)
+    A, B = a.to(a_dtype).to(device), b.to(b_dtype).to(device).t()
     y = (
         torch._scaled_mm(
             A, B, scale_a=one, scale_b=one, scale_result=torch.tensor(4.0, device=device), out_dtype=out_dtype
@@ -95,7 +150,7 @@ def reference_bound(
     scale_b: torch.Tensor,
     out_dtype: torch.dtype,
     bias: torch.Tensor | None = None,
-    accum_bits: int = 23,
+    accum_bits: int | None = 23,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The exact result of ``_scaled_mm(a, b, scale_a, scale_b, bias)`` in float64 and the error a
     correct kernel may add, elementwise.
@@ -104,7 +159,11 @@ def reference_bound(
     (tensorwise: one value; rowwise: (M, 1) and (1, N)). Products of two FP8 values are exact; an
     accumulator with ``accum_bits`` mantissa bits errs by at most K * 2^-(accum_bits+1) of the
     magnitude sum per partial sum, the two scales add two float32 roundings (+3 terms), and the
-    output rounds once: ``half_ulp(out_dtype) |ref| + (K + 3) 2^-(accum_bits+1) m``."""
+    output rounds once: ``half_ulp(out_dtype) |ref| + (K + 3) 2^-(accum_bits+1) m``.
+
+    ``accum_bits=None``: operands whose every partial sum is exact in any accumulator (small
+    integers, ``exact_sum_operands``): only the scales' float32 roundings and the output's
+    rounding remain, so the bound stays as sharp as the output dtype on every GPU generation."""
     va, vb = a.double().cpu(), b.double().cpu()
     sa, sb = scale_a.double().cpu(), scale_b.double().cpu()
     ref = (va @ vb) * sa * sb
@@ -113,5 +172,6 @@ def reference_bound(
         ref = ref + bias.double().cpu()
         mag = mag + bias.double().cpu().abs()
     k = va.shape[1]
-    bound = half_ulp(out_dtype) * ref.abs() + (k + 3) * 2.0 ** -(accum_bits + 1) * mag
+    accum = 3 * 2.0**-24 if accum_bits is None else (k + 3) * 2.0 ** -(accum_bits + 1)
+    bound = half_ulp(out_dtype) * ref.abs() + accum * mag
     return ref, bound

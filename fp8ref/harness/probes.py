@@ -22,6 +22,7 @@ import torch
 from ..reference.formats import FloatFormat, get_format
 from ..reference.recipes import TORCHAO_RECIPES
 from ..reference.validate import instance, one_of
+from .gemm_probes import operand_dtypes
 from .install import device_kind
 from .refusals import attempt
 
@@ -53,7 +54,8 @@ def torch_dtype(fmt: str | FloatFormat) -> str | None:
 def scaled_mm_scaling(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
     """Does ``torch._scaled_mm`` take E4M3 operands with ``scaling`` scales on ``device``?
 
-    The call is the layout the backends document: A (M, K) row-major, B (K, N) column-major, dims
+    The call is the layout the backends document: A (M, K) row-major, B (K, N) column-major (E4M3,
+    or E4M3 x E5M2 for an E5M2 output, the pair cuBLAS has a kernel for), dims
     multiples of 16, scales of ones: float32 () (tensorwise); (M, 1) and (1, N) (rowwise);
     (M, K/128) with strides (1, M) and (K/128, N/128) with strides (1, K/128) (blockwise: 1x128
     for A, 128x128 for B, as torch's ScaledBlas.cpp checks them); E8M0 in cuBLAS's swizzled
@@ -76,8 +78,9 @@ def scaled_mm_scaling(scaling: str, out_dtype: torch.dtype = torch.bfloat16, dev
             one = fp4_gemm.unit_scales(scaling, M, K)
             return fp4_gemm.scaled_mm(scaling, codes, one, codes, one, out_dtype, device)
         gen = torch.Generator().manual_seed(0)
-        a = torch.randn(M, K, generator=gen).to(torch.float8_e4m3fn).to(device)
-        b = torch.randn(N, K, generator=gen).to(torch.float8_e4m3fn).to(device).t()
+        a_dtype, b_dtype = operand_dtypes(out_dtype)  # E4M3 x E5M2 for an E5M2 output
+        a = torch.randn(M, K, generator=gen).to(a_dtype).to(device)
+        b = torch.randn(N, K, generator=gen).to(b_dtype).to(device).t()
         if scaling == "tensorwise":
             sa, sb = torch.tensor(1.0, device=device), torch.tensor(1.0, device=device)
         elif scaling == "rowwise":

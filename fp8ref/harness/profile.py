@@ -131,8 +131,9 @@ def _probe_casts(device: str) -> dict:
 
 def _probe_scaled_mm(device: str) -> dict:
     """Which _scaled_mm configurations this device accepts (``ok`` or the install's refusal);
-    where tensorwise runs, the accumulator's mantissa bits with fast accumulation off and on, and
-    what ``scale_result`` does to an FP8 output (``fp8ref.harness.gemm_probes``)."""
+    where tensorwise runs, the accumulator's mantissa bits within one K block and across blocks,
+    with fast accumulation off and on, and what ``scale_result`` does to an FP8 output
+    (``fp8ref.harness.gemm_probes``)."""
     from . import gemm_probes
 
     out = {
@@ -141,13 +142,16 @@ def _probe_scaled_mm(device: str) -> dict:
         for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))
     }
     if out["scaled_mm.tensorwise.f32"] == "ok":
-        for tag, fast in (("exact", False), ("fast", True)):
-            key = f"scaled_mm.accum_bits.{tag}"
-            out.update(
-                _isolated(
-                    [key], lambda key=key, fast=fast: {key: gemm_probes.accumulator_bits(device, fast)}, device=device
+        for span in gemm_probes.SPANS:
+            for tag, fast in (("exact", False), ("fast", True)):
+                key = f"scaled_mm.accum_bits.{span}.{tag}"
+                out.update(
+                    _isolated(
+                        [key],
+                        lambda key=key, fast=fast, span=span: {key: gemm_probes.accumulator_bits(device, fast, span)},
+                        device=device,
+                    )
                 )
-            )
         for fmt in ("e4m3fn", "e5m2"):
             key = f"scaled_mm.scale_result.{fmt}_out"
             out.update(

@@ -121,10 +121,10 @@ def test_float8linear_sqnr_against_high_precision_meets_torchaos_thresholds(reci
 
 # --- torch.compile ----------------------------------------------------------------------------
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
-def test_compiled_dynamic_cast_matches_eager_bitwise(recipe):
+def test_compiled_dynamic_cast_matches_eager_bitwise(recipe, fresh_dynamo):
     g, pow2 = (tensorwise(), False) if recipe == "tensorwise" else (axiswise(-1), True)
     x = torch.randn(64, 128, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16) * 7
-    compiled = torch.compile(lambda t: ao.dynamic_cast(t, E4M3FN, g, pow2), fullgraph=False)
+    compiled = torch.compile(lambda t: ao.dynamic_cast(t, E4M3FN, g, pow2), fullgraph=False, dynamic=False)
     c_codes, c_scale = compiled(x)
     e_codes, e_scale = ao.dynamic_cast(x, E4M3FN, g, pow2)
     assert torch.equal(c_scale.view(torch.int32), e_scale.view(torch.int32)), "compiled scale differs from eager"
@@ -205,12 +205,12 @@ _mm_t.register_autograd(_mm_t_grad, setup_context=_mm_t_setup)
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
-def test_modded_nanogpt_static_custom_op_matches_the_static_recipe(compiled):
+def test_modded_nanogpt_static_custom_op_matches_the_static_recipe(compiled, fresh_dynamo):
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn(32, 64, generator=gen) * 4).requires_grad_()
     w = (torch.randn(48, 64, generator=gen) * 20).requires_grad_()
     g = torch.randn(32, 48, generator=gen) * 2.0**20
-    fn = (lambda a, b: _mm_t(a, b)[0]) if not compiled else torch.compile(lambda a, b: _mm_t(a, b)[0])
+    fn = (lambda a, b: _mm_t(a, b)[0]) if not compiled else torch.compile(lambda a, b: _mm_t(a, b)[0], dynamic=False)
     out = fn(x, w)
     out.float().backward(g.to(torch.bfloat16).float())
     r = RECIPES["static"]

@@ -69,12 +69,12 @@ def _train_step(model: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor, opt
 def _compiled(model: torch.nn.Module, dry_run: bool) -> torch.nn.Module:
     """torch.compile'd on CUDA (torchao's casts fuse only when compiled); eager in the CPU dry run,
     which only keeps the test alive."""
-    return model if dry_run else torch.compile(model)
+    return model if dry_run else torch.compile(model, dynamic=False)
 
 
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("recipe", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise"))])
-def test_float8linear_fwd_bwd_vs_linear(recipe, gpu_device, dry_run, benchmark, record_throughput):
+def test_float8linear_fwd_bwd_vs_linear(recipe, gpu_device, dry_run, benchmark, record_throughput, fresh_dynamo):
     """Compiled Float8Linear forward+backward against compiled nn.Linear, each timed with CUDA
     events over back-to-back steps after warm-up (compilation excluded)."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
@@ -96,7 +96,7 @@ def test_float8linear_fwd_bwd_vs_linear(recipe, gpu_device, dry_run, benchmark, 
 
 
 @pytest.mark.needs("torchao")
-def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_throughput):
+def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_throughput, fresh_dynamo):
     """A compiled MLP stack's full AdamW step, bf16 against torchao tensorwise FP8."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 

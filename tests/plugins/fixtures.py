@@ -84,3 +84,25 @@ def cpu_profile() -> dict:
     from fp8ref.harness.profile import collect
 
     return collect("cpu")
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """For a test that compiles: dynamo's caches emptied before it (so what it compiles does not
+    depend on which tests ran first), shapes kept static (no recompiling with dynamic shapes after
+    a second shape), and hitting the recompile limit an error instead of a silent fall-back to
+    eager under a 'compiled' label. Restored afterwards."""
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    wanted = {"fail_on_recompile_limit_hit": True, "automatic_dynamic_shapes": False}
+    saved = {k: getattr(config, k) for k in wanted if hasattr(config, k)}
+    torch._dynamo.reset()
+    for k in saved:
+        setattr(config, k, wanted[k])
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(config, k, v)
+        torch._dynamo.reset()
