@@ -42,7 +42,14 @@ def operands(kind: str, two_level: bool, m: int, k: int, n: int, seed: int = 0) 
 
 
 def excess(
-    kind: str, two_level: bool, out_dtype: torch.dtype, device: str, m: int = 256, k: int = 512, n: int = 256
+    kind: str,
+    two_level: bool,
+    out_dtype: torch.dtype,
+    device: str,
+    m: int = 256,
+    k: int = 512,
+    n: int = 256,
+    api: str = "torch._scaled_mm",
 ) -> str | None:
     """None when every output element is within the derived bound of the exact product (see
     ``gemm_probes.reference_bound``: 23-bit accumulation, one output rounding; the tensor scales
@@ -58,6 +65,7 @@ def excess(
         out_dtype,
         device,
         tensor_scales=tensor_scales,
+        api=api,
     )
     assert out.shape == (m, n) and out.dtype == out_dtype, f"out {tuple(out.shape)} {out.dtype}"
     one = torch.tensor(1.0, dtype=torch.float64)

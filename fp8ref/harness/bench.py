@@ -16,6 +16,7 @@ from ..reference.validate import instance, positive_int
 __all__ = [
     "best_time",
     "device_time",
+    "synchronized_clock",
     "codec_throughput",
     "PEAK_TFLOPS",
     "peak_tflops",
@@ -93,6 +94,15 @@ def device_time(fn: Callable[[], object], iters: int = 20, repeat: int = 5, warm
         end.synchronize()
         best = min(best, start.elapsed_time(end) / 1e3 / iters)
     return best
+
+
+def synchronized_clock() -> float:
+    """``time.perf_counter()`` once the CUDA queue has drained. As pytest-benchmark's timer, each
+    timed round then covers the device work its calls launched, back to back (its own timer reads
+    the clock while kernels are still queued: it times their launches)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 def codec_throughput(n: int = 1 << 24, formats=None, repeat: int = 5, device: str = "cpu", seed: int = 0) -> list[dict]:

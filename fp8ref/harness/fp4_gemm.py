@@ -6,6 +6,12 @@ and block scales in cuBLAS's "block scaling factors layout" (``to_blocked``): E8
 MXFP4, E4M3 per 1x16 for NVFP4. NVFP4's per-tensor scales are not an argument of the kernel;
 torchao (``nvfp4_tensor._addmm_nvfp4_dispatch``, v0.18) multiplies the output by their product
 afterwards, and so does ``scaled_mm``.
+
+Two APIs reach the kernel (``APIS``): ``torch._scaled_mm`` (torch runs MXFP4 through it on ROCm
+only, NVFP4 on CUDA too) and ``torch.nn.functional.scaled_mm``, where the scaling (1x32 or 1x16
+block-wise) and the scales' 32-4-4 swizzle are named arguments; torchao 0.16-0.18 sends MXFP4
+through the latter (``mx_tensor.py``). ``fp8ref.harness.probes.fp4_gemm_api`` says which one an
+install accepts.
 """
 
 from __future__ import annotations
@@ -16,9 +22,20 @@ from ..reference.codec import encode, pack_fp4
 from ..reference.formats import E8M0FNU, UE4M3
 from ..reference.validate import one_of, tensor
 
-__all__ = ["FP4_KINDS", "BLOCK", "SCALE_FORMAT", "to_blocked", "unit_scales", "blocked_scales", "scaled_mm"]
+__all__ = [
+    "FP4_KINDS",
+    "APIS",
+    "call_packed",
+    "BLOCK",
+    "SCALE_FORMAT",
+    "to_blocked",
+    "unit_scales",
+    "blocked_scales",
+    "scaled_mm",
+]
 
 FP4_KINDS = ("mxfp4", "nvfp4")
+APIS = ("F.scaled_mm", "torch._scaled_mm")  # in the order fp8ref prefers them
 BLOCK = {"mxfp4": 32, "nvfp4": 16}  # elements per block scale
 SCALE_FORMAT = {"mxfp4": E8M0FNU, "nvfp4": UE4M3}
 # the dtype torch's kernel reads the scale bytes as (UE4M3 travels as float8_e4m3fn)
@@ -70,12 +87,15 @@ def scaled_mm(
     out_dtype: torch.dtype = torch.bfloat16,
     device: str = "cuda",
     tensor_scales: tuple[torch.Tensor, torch.Tensor] | None = None,
+    api: str = "torch._scaled_mm",
 ) -> torch.Tensor:
     """``A @ B^T`` on ``device`` by ``torch._scaled_mm`` from E2M1 codes (uint8, one per byte):
     ``a_codes`` (M, K), ``b_codes`` (N, K); block scale codes ``a_scale`` (M, K/bs) and
     ``b_scale`` (N, K/bs) (E8M0 for mxfp4, UE4M3 bytes for nvfp4); ``tensor_scales`` (nvfp4 two
-    level): the output is multiplied by their product, in ``out_dtype``, as torchao does."""
+    level): the output is multiplied by their product, in ``out_dtype``, as torchao does.
+    ``api``: which of ``APIS`` calls the kernel."""
     one_of(kind, FP4_KINDS, "kind")
+    one_of(api, APIS, "api")
     for name, t in (("a_codes", a_codes), ("a_scale", a_scale), ("b_codes", b_codes), ("b_scale", b_scale)):
         tensor(t, name, dtypes=(torch.uint8,))
     bs = BLOCK[kind]
@@ -90,8 +110,33 @@ def scaled_mm(
     a = pack_fp4(a_codes).view(x2).to(device)
     b = pack_fp4(b_codes).view(x2).to(device).t()
     sa, sb = blocked_scales(kind, a_scale, device), blocked_scales(kind, b_scale, device)
-    out = torch._scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
+    out = call_packed(api, kind, a, b, sa, sb, out_dtype)
     if tensor_scales is not None:
         ga, gb = (t.to(device=device, dtype=torch.float32) for t in tensor_scales)
         out = out * (ga * gb).to(out_dtype)
     return out
+
+
+def call_packed(
+    api: str, kind: str, a: torch.Tensor, b: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor, out_dtype: torch.dtype
+) -> torch.Tensor:
+    """The kernel call alone, through ``api``: ``a`` (M, K/2) and ``b`` (K/2, N) packed
+    ``float4_e2m1fn_x2`` on the device, ``sa``/``sb`` from ``blocked_scales`` (a benchmark
+    prepares them once, outside its timed calls)."""
+    if api == "torch._scaled_mm":
+        return torch._scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
+    import torch.nn.functional as F  # (a torch without F.scaled_mm refuses: AttributeError)
+
+    recipe = F.ScalingType.BlockWise1x32 if kind == "mxfp4" else F.ScalingType.BlockWise1x16
+    swizzle = F.SwizzleType.SWIZZLE_32_4_4  # cuBLAS's layout, which blocked_scales builds
+    return F.scaled_mm(
+        a,
+        b,
+        scale_a=sa,
+        scale_recipe_a=recipe,
+        scale_b=sb,
+        scale_recipe_b=recipe,
+        swizzle_a=swizzle,
+        swizzle_b=swizzle,
+        output_dtype=out_dtype,
+    )

@@ -99,6 +99,43 @@ def scaled_mm_scaling(scaling: str, out_dtype: torch.dtype = torch.bfloat16, dev
 
 
 @functools.cache
+def fp4_scaled_mm(kind: str, api: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
+    """Does ``api`` (one of ``fp4_gemm.APIS``) run a ``kind`` (mxfp4, nvfp4) FP4 GEMM on ``device``?
+    Asked with 128 x 256 x 128 ones and unit block scales in cuBLAS's layout."""
+    from . import fp4_gemm
+
+    one_of(kind, fp4_gemm.FP4_KINDS, "kind")
+    one_of(api, fp4_gemm.APIS, "api")
+    instance(out_dtype, torch.dtype, "out_dtype", "a torch.dtype")
+    device_kind(device)  # validates
+    if not hasattr(torch, "float4_e2m1fn_x2"):
+        return f"missing: torch {torch.__version__} has no float4_e2m1fn_x2"
+    m, k = 128, 256
+    codes = torch.full((m, k), 2, dtype=torch.uint8)  # E2M1 1.0
+    one = fp4_gemm.unit_scales(kind, m, k)
+    ok, result = attempt(lambda: fp4_gemm.scaled_mm(kind, codes, one, codes, one, out_dtype, device, api=api), device)
+    return None if ok else str(result)
+
+
+def fp4_gemm_api(kind: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
+    """The API (of ``fp4_gemm.APIS``, in that order) through which this install runs a ``kind``
+    FP4 GEMM on ``device``, or None when every one refuses."""
+    from . import fp4_gemm
+
+    return next((api for api in fp4_gemm.APIS if fp4_scaled_mm(kind, api, out_dtype, device) is None), None)
+
+
+def fp4_gemm_refusal(kind: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
+    """None when some API runs a ``kind`` FP4 GEMM on ``device``; else each API's answer, joined
+    (what a test skips with)."""
+    from . import fp4_gemm
+
+    if fp4_gemm_api(kind, out_dtype, device) is not None:
+        return None
+    return "; ".join(f"{api}: {fp4_scaled_mm(kind, api, out_dtype, device)}" for api in fp4_gemm.APIS)
+
+
+@functools.cache
 def torchao_float8() -> str | None:
     """None when ``torchao.float8`` imports, ``'missing: ...'`` when torchao is not installed,
     ``'refused: ImportError: ...'`` when it is installed but does not import with this torch."""

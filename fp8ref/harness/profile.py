@@ -130,7 +130,8 @@ def _probe_casts(device: str) -> dict:
 
 
 def _probe_scaled_mm(device: str) -> dict:
-    """Which _scaled_mm configurations this device accepts (``ok`` or the install's refusal);
+    """Which _scaled_mm configurations (and FP4 GEMMs through F.scaled_mm) this device accepts
+    (``ok`` or the install's refusal);
     where tensorwise runs, the accumulator's mantissa bits within one K block and across blocks,
     with fast accumulation off and on, and what ``scale_result`` does to an FP8 output
     (``fp8ref.harness.gemm_probes``)."""
@@ -139,6 +140,12 @@ def _probe_scaled_mm(device: str) -> dict:
     out = {
         f"scaled_mm.{scaling}.{tag}": probes.scaled_mm_scaling(scaling, dtype, device) or "ok"
         for scaling in probes.SCALED_MM_SCALINGS
+        for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))
+    }
+    # FP4 through torch.nn.functional.scaled_mm, the API torch runs MXFP4 through on CUDA
+    out |= {
+        f"f_scaled_mm.{kind}.{tag}": probes.fp4_scaled_mm(kind, "F.scaled_mm", dtype, device) or "ok"
+        for kind in ("mxfp4", "nvfp4")
         for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))
     }
     if out["scaled_mm.tensorwise.f32"] == "ok":

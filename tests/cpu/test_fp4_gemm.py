@@ -85,8 +85,36 @@ def test_the_fp4_gemm_check_passes_a_correct_stand_in_and_catches_faults(kind, t
         assert excess(kind, two_level, torch.bfloat16, "cpu", 128, 256, 128) is not None, fault
 
 
-def test_this_cpu_refuses_fp4_scaled_mm_or_runs_it_correctly(skip_unless):
-    """On an install whose CPU path takes FP4 operands, the same check holds there."""
-    skip_unless(probes.scaled_mm_scaling("mxfp4", torch.bfloat16, "cpu"), "FP4 torch._scaled_mm on cpu")
+def test_this_cpu_refuses_fp4_gemms_or_runs_them_correctly(skip_unless):
+    """On an install whose CPU path takes FP4 operands (through either API), the same check holds."""
     for kind, two_level in CASES:
-        assert excess(kind, two_level, torch.bfloat16, "cpu") is None
+        skip_unless(probes.fp4_gemm_refusal(kind, torch.bfloat16, "cpu"), f"{kind} FP4 GEMMs on cpu")
+        assert (
+            excess(kind, two_level, torch.bfloat16, "cpu", api=probes.fp4_gemm_api(kind, torch.bfloat16, "cpu")) is None
+        )
+
+
+def test_each_fp4_kind_goes_through_the_api_the_install_accepts(monkeypatch):
+    """torch runs MXFP4 through F.scaled_mm (torch._scaled_mm: ROCm only) and NVFP4 through
+    either; the tests and benchmarks ask, per kind, and a refusal names every API's answer."""
+    accepted = {("mxfp4", "F.scaled_mm"), ("nvfp4", "torch._scaled_mm")}
+
+    def answer(kind, api, out_dtype=torch.bfloat16, device="cpu"):
+        return None if (kind, api) in accepted else f"refused: ValueError: no {api} for {kind}"
+
+    monkeypatch.setattr(probes, "fp4_scaled_mm", answer)
+    assert probes.fp4_gemm_api("mxfp4") == "F.scaled_mm" and probes.fp4_gemm_api("nvfp4") == "torch._scaled_mm"
+    assert probes.fp4_gemm_refusal("mxfp4") is None
+    accepted.clear()
+    assert probes.fp4_gemm_api("nvfp4") is None
+    assert probes.fp4_gemm_refusal("nvfp4") == (
+        "F.scaled_mm: refused: ValueError: no F.scaled_mm for nvfp4; "
+        "torch._scaled_mm: refused: ValueError: no torch._scaled_mm for nvfp4"
+    )
+
+
+def test_fp4_scaled_mm_refuses_an_unknown_api():
+    c = torch.zeros(128, 64, dtype=torch.uint8)
+    s = torch.zeros(128, 2, dtype=torch.uint8)
+    with pytest.raises(ValueError, match="api: expected one of"):
+        fp4_gemm.scaled_mm("mxfp4", c, s, c, s, device="cpu", api="cublas")

@@ -120,8 +120,10 @@ def test_a_refused_scaled_mm_is_recorded_and_the_profile_goes_on(monkeypatch, fr
     got = profile._probe_scaled_mm("cpu")
     # every scaling answers refused; the accumulator and scale_result probes need a working
     # tensorwise call, so they are left out rather than recorded as refusals of their own
-    assert set(got) == {f"scaled_mm.{s}.{t}" for s in probes.SCALED_MM_SCALINGS for t in ("bf16", "f32")}
-    assert all(v.startswith("refused: RuntimeError: ") for v in got.values()), got
+    assert set(got) == {f"scaled_mm.{s}.{t}" for s in probes.SCALED_MM_SCALINGS for t in ("bf16", "f32")} | {
+        f"f_scaled_mm.{k}.{t}" for k in ("mxfp4", "nvfp4") for t in ("bf16", "f32")
+    }
+    assert all(v.startswith("refused: RuntimeError: ") for k, v in got.items() if k.startswith("scaled_mm.")), got
     if probes.torchao_float8() is None:  # torchao's Float8Linear runs _scaled_mm: its keys say so too
         ao = profile._probe_torchao("cpu")
         for name in TORCHAO_RECIPES:
