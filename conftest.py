@@ -61,6 +61,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the gpu tests on the CPU device at tiny sizes, so CI keeps them alive",
     )
     group.addoption(
+        "--fp8-gpu-long",
+        action="store_true",
+        default=False,
+        help="run the gpu_long tier too: the fine-tune comparison and whole-model benchmarks (minutes on a GPU)",
+    )
+    group.addoption(
         "--fp8-require-gpu",
         action="store_true",
         default=False,

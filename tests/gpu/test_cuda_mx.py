@@ -15,9 +15,17 @@ from fp8ref.reference.scaling import mx
 
 pytestmark = [pytest.mark.sm(100, "MX cast kernels"), pytest.mark.needs("torchao")]
 
-# (rows, cols): tile-aligned, then rows and columns that are not multiples of the kernels'
-# 128-row / 64-column tiles (still multiples of the 32-element MX block)
-SHAPES = [(256, 256), (160, 256), (256, 96), (4128, 288)]
+# (rows, cols) each kernel accepts in torchao 0.18: dim0 takes any rows and columns in whole MX
+# blocks of 32 (its grid covers ragged tails); dim1 asserts multiples of 128 for both. Each list
+# starts tile-aligned, then puts tails where the kernel's tiles do not divide the shape.
+SHAPES = {
+    "triton_to_mxfp8_dim0": [(256, 256), (160, 256), (256, 96), (4128, 288)],
+    "triton_to_mxfp8_dim1": [(256, 256), (128, 384), (384, 128), (4224, 640)],
+}
+# a shape the kernel does not take: it must refuse it cleanly (an error raised inside torchao),
+# never write a wrong answer or fault the device
+REFUSED = {"triton_to_mxfp8_dim1": (160, 256)}
+CASES = [(kernel, shape) for kernel, shapes in SHAPES.items() for shape in shapes]
 
 
 def _kernel(name: str, gpu_device: str, skip_unless):
@@ -26,7 +34,7 @@ def _kernel(name: str, gpu_device: str, skip_unless):
     fn = getattr(kernels, name, None)
     skip_unless(None if fn is not None else f"missing: torchao has no {name}", f"torchao's {name}")
     probe = torch.ones(128, 128, dtype=torch.bfloat16, device=gpu_device)
-    ok, answer = attempt(lambda: fn(probe, 32, scaling_mode="floor"))
+    ok, answer = attempt(lambda: fn(probe, 32, scaling_mode="floor"), gpu_device)
     skip_unless(None if ok else answer, f"torchao's {name} on {gpu_device}")
     return fn
 
@@ -37,17 +45,7 @@ def _inputs(rows: int, cols: int) -> torch.Tensor:
     return (torch.randn(rows, cols, generator=gen) * blocks.repeat_interleave(32, dim=1)).to(torch.bfloat16)
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("mode", ["floor", "rceil"])
-@pytest.mark.parametrize("kernel", ["triton_to_mxfp8_dim0", "triton_to_mxfp8_dim1"])
-def test_mx_cast_kernel_matches_to_mx_and_fp8ref(kernel, mode, shape, gpu_device, skip_unless):
-    fn = _kernel(kernel, gpu_device, skip_unless)
-    x = _inputs(*shape)
-    ok, result = attempt(lambda: fn(x.to(gpu_device), 32, scaling_mode=mode))
-    if not ok and shape != SHAPES[0]:
-        skip_unless(result, f"torchao's {kernel} on a {shape[0]}x{shape[1]} input")  # a ragged shape it refuses
-    assert ok, f"{kernel} refused the tile-aligned shape: {result}"
-    data, scale = result
+def _check(kernel: str, mode: str, x: torch.Tensor, data: torch.Tensor, scale: torch.Tensor) -> None:
     # dim0 scales along rows (blocks of 32 in a row); dim1 along columns, returned column-major
     ref_x = x if kernel.endswith("dim0") else x.t().contiguous()
     want_scale, want_data = ao.to_mx(ref_x, E4M3FN, 32, mode)
@@ -55,6 +53,33 @@ def test_mx_cast_kernel_matches_to_mx_and_fp8ref(kernel, mode, shape, gpu_device
     got_data = data.view(torch.uint8).cpu()
     got_data = got_data if kernel.endswith("dim0") else got_data.t()
     got_scale = scale.view(torch.uint8).cpu().reshape(want_scale.shape)
-    assert torch.equal(got_scale, want_scale), f"{kernel} {mode}: scales differ from to_mx"
-    assert torch.equal(got_data.reshape(want_data.shape), want_data), f"{kernel} {mode}: elements differ from to_mx"
+    assert torch.equal(got_scale, want_scale), f"{kernel} {mode} {tuple(x.shape)}: scales differ from to_mx"
+    assert torch.equal(got_data.reshape(want_data.shape), want_data), (
+        f"{kernel} {mode} {tuple(x.shape)}: elements differ from to_mx"
+    )
     assert torch.equal(want_scale, q.scale_e8m0), f"to_mx {mode}: scales differ from fp8ref"
+
+
+@pytest.mark.parametrize("mode", ["floor", "rceil"])
+@pytest.mark.parametrize("kernel,shape", CASES, ids=[f"{k.rsplit('_', 1)[1]}-{r}x{c}" for k, (r, c) in CASES])
+def test_mx_cast_kernel_matches_to_mx_and_fp8ref(kernel, shape, mode, gpu_device, skip_unless):
+    """Every shape here is one the kernel takes: a refusal fails (only the minimal call's refusal
+    skips, in ``_kernel``)."""
+    fn = _kernel(kernel, gpu_device, skip_unless)
+    x = _inputs(*shape)
+    data, scale = fn(x.to(gpu_device), 32, scaling_mode=mode)
+    _check(kernel, mode, x, data, scale)
+
+
+@pytest.mark.parametrize("kernel", list(REFUSED))
+def test_mx_cast_kernel_refuses_a_shape_it_does_not_take_cleanly(kernel, gpu_device, skip_unless, record_observation):
+    """A shape outside the kernel's contract is refused by torchao itself (its answer is
+    recorded), or, by a later torchao that takes it, answered right: never a wrong answer, and
+    never a device fault (which propagates as a failure from ``attempt``)."""
+    fn = _kernel(kernel, gpu_device, skip_unless)
+    shape = REFUSED[kernel]
+    x = _inputs(*shape)
+    ok, result = attempt(lambda: fn(x.to(gpu_device), 32, scaling_mode="floor"), gpu_device)
+    record_observation(f"torchao {kernel} on {shape[0]}x{shape[1]}", "accepted" if ok else result)
+    if ok:
+        _check(kernel, "floor", x, *result)

@@ -19,6 +19,7 @@ import pytest
 from fp8ref.finetune import FinetuneConfig, compare, parity_line, plot_losses, save_results, summary_lines
 
 pytestmark = [
+    pytest.mark.gpu_long,
     pytest.mark.needs("transformers", "datasets"),
     pytest.mark.needs("torchao"),
     pytest.mark.sm(89, "FP8 tensor cores"),

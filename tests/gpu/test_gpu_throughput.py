@@ -25,7 +25,7 @@ def _bench(benchmark, fn, device: str, rounds: int = 10):
     """pytest-benchmark's value for ``fn`` as device time: its timer reads the clock only once the
     CUDA queue has drained (``synchronized_clock``), so each round times back-to-back launches to
     completion, warm-up excluded. (pytest-benchmark 4-5 keep the timer in ``_timer``; the public
-    way is ``--benchmark-timer fp8ref.harness.bench.synchronized_clock``, which scripts/gpu_run.sh
+    way is ``--benchmark-timer fp8ref.harness.bench.synchronized_clock``, which scripts/gpu_check.sh
     passes.)"""
     if device == "cuda" and hasattr(benchmark, "_timer"):
         benchmark._timer = synchronized_clock
@@ -81,6 +81,7 @@ def _compiled(model: torch.nn.Module, dry_run: bool) -> torch.nn.Module:
     return model if dry_run else torch.compile(model, dynamic=False)
 
 
+@pytest.mark.gpu_long
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("recipe", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise"))])
 def test_float8linear_fwd_bwd_vs_linear(recipe, gpu_device, dry_run, benchmark, record_throughput, fresh_dynamo):
@@ -104,6 +105,7 @@ def test_float8linear_fwd_bwd_vs_linear(recipe, gpu_device, dry_run, benchmark, 
     assert x.grad is not None and torch.isfinite(x.grad.float()).all()
 
 
+@pytest.mark.gpu_long
 @pytest.mark.needs("torchao")
 def test_one_training_step_bf16_vs_fp8(gpu_device, dry_run, benchmark, record_throughput, fresh_dynamo):
     """A compiled MLP stack's full AdamW step, bf16 against torchao tensorwise FP8."""

@@ -43,6 +43,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     slow = config.getoption("--fp8-slow")
+    long_gpu = config.getoption("--fp8-gpu-long") or _dry_run_on_cpu(config)
     for item in items:
         try:
             folder = item.path.resolve().relative_to(ROOT).parts[:2]
@@ -52,6 +53,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(mark)
         if item.get_closest_marker("slow") and not slow:
             item.add_marker(pytest.mark.skip(reason="slow: run with --fp8-slow"))
+        if item.get_closest_marker("gpu_long") and not long_gpu:
+            item.add_marker(pytest.mark.skip(reason="gpu_long: minutes on a GPU; run with --fp8-gpu-long"))
+
+
+def _dry_run_on_cpu(config: pytest.Config) -> bool:
+    """--fp8-dry-run without CUDA: every gpu test runs at tiny sizes, the gpu_long tier too (so CI
+    keeps it alive)."""
+    if not config.getoption("--fp8-dry-run"):
+        return False
+    import torch
+
+    return not torch.cuda.is_available()
 
 
 # packages that import torchao themselves when it is installed (transformers' quantizers do)
