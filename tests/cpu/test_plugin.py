@@ -187,14 +187,17 @@ def test_no_usable_gpu_fails_the_run_under_require_gpu(beside):
     assert control.returncode == 0 and "skipped" in control.stdout, control.stdout[-2000:]
 
 
-def test_a_compiling_test_cannot_fall_back_to_eager_under_a_compiled_label(fresh_dynamo, monkeypatch):
+def test_a_compiling_test_cannot_fall_back_to_eager_under_a_compiled_label(fresh_dynamo):
     """fresh_dynamo: static shapes, and the recompile limit an error (past it, dynamo would run
-    the function eagerly while the test still calls it compiled)."""
+    the function eagerly while the test still calls it compiled). (dynamo's own config.patch,
+    not monkeypatch: monkeypatch's undo deletes a config entry it did not find in the module's
+    __dict__, and every later compile fails.)"""
     import torch._dynamo
 
     assert torch._dynamo.config.automatic_dynamic_shapes is False
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
-    f = torch.compile(lambda t: t * 2, backend="eager", dynamic=False)
-    f(torch.ones(2))
-    with pytest.raises(Exception, match="(?i)recompile"):
-        f(torch.ones(3))  # a second shape: a recompile past the limit of one
+    with torch._dynamo.config.patch(recompile_limit=1):
+        f = torch.compile(lambda t: t * 2, backend="eager", dynamic=False)
+        f(torch.ones(2))
+        with pytest.raises(Exception, match="(?i)recompile"):
+            f(torch.ones(3))  # a second shape: a recompile past the limit of one
+    assert torch._dynamo.config.recompile_limit > 1  # restored

@@ -6,7 +6,9 @@ Faults are the kinds an upgrade could bring: rounding (truncation, ties away fro
 flushed subnormals, lost -0.0, NaN turned into max, a wrong exponent bias; a missing eps clamp,
 a scale one ulp off, power-of-two rounding up, axiswise amax on the wrong dim; E4M3 gradients
 where the recipe says E5M2; delayed scaling on the latest amax instead of the window's max; a
-_scaled_mm that divides by its scales or accumulates in bfloat16.
+_scaled_mm that divides by its scales or accumulates in bfloat16; an FSDP float8 all-gather whose
+scale comes from one rank's shard, that is not refreshed after the optimizer step, or that
+carries bf16.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from fp8ref.reference.delayed import DelayedScaling
 from fp8ref.reference.formats import E4M3FN, E5M2, E8M0FNU
 from fp8ref.reference.recipes import RECIPES
 from fp8ref.reference.scaling import EPS, amax, axiswise, compute_scale, round_down_to_pow2, tensorwise
-from tests import scaled_mm_checks
+from tests import fsdp_checks, scaled_mm_checks
 from tests.conformance_checks import delayed_mismatch, recipe_table_diffs, scale_inputs, scale_mismatch
 
 
@@ -232,6 +234,51 @@ def test_scaled_mm_fault_is_caught(fault):
     assert scaled_mm_excess(fault) is not None
 
 
+# --- FSDP2 float8 all-gather, through tests/fsdp_checks ------------------------------------------
+# A sharded run as tests/scripts/fsdp_float8.py records it, built here from two steps of weights,
+# with each fault as torchao's FSDP float8 path once had one.
+FSDP_FAULTS = ("scale from the rank's shard", "stale all-gather after the optimizer step", "bf16 on the wire")
+
+
+def _fsdp_run(fault: str | None) -> tuple[dict, list]:
+    gen = torch.Generator().manual_seed(0)
+    steps = [[torch.randn(8, 4, generator=gen) * (s + 1), torch.randn(2, 8, generator=gen)] for s in range(2)]
+    gathers, scales = [], []
+    for s, weights in enumerate(steps):
+        for w in (weights[0], weights[1], weights[1], weights[0]):  # forward, then backward
+            source = steps[0][0 if w.shape[0] == 8 else 1] if fault == FSDP_FAULTS[1] and s == 1 else w
+            codes, scale = fsdp_checks.reference_cast(source)
+            if fault == FSDP_FAULTS[0]:  # the amax of rank 0's half of the rows only
+                codes, scale = fsdp_checks.reference_cast(source[: source.shape[0] // 2])
+                codes = torch.cat([codes, codes])  # (each rank casts its shard with its own scale)
+            if fault == FSDP_FAULTS[2]:
+                codes = source.to(torch.bfloat16).view(torch.uint8).reshape(source.shape[0], -1)
+            gathers.append({"codes": codes, "scale": scale, "reused_buffer": s == 1, "dtype": "torch.float8_e4m3fn"})
+        shard_scales = [
+            fsdp_checks.reference_cast(w[: w.shape[0] // 2] if fault == FSDP_FAULTS[0] else w)[1] for w in weights
+        ]
+        scales.append(shard_scales)
+    return {"all_gathers": gathers, "precomputed_scales": scales[1:] + [scales[1]]}, steps
+
+
+def fsdp_fault_caught(fault: str | None) -> bool:
+    run, steps = _fsdp_run(fault)
+    return bool(fsdp_checks.all_gather_differences(run, steps))
+
+
+@pytest.mark.parametrize("fault", FSDP_FAULTS)
+def test_fsdp_float8_all_gather_fault_is_caught(fault):
+    assert not fsdp_fault_caught(None)
+    assert fsdp_fault_caught(fault)
+
+
+def test_a_precomputed_scale_from_a_shard_is_caught():
+    run, steps = _fsdp_run(None)
+    assert not fsdp_checks.precomputed_scale_differences(run, [steps[1], steps[1]])
+    broken, _ = _fsdp_run(FSDP_FAULTS[0])
+    assert fsdp_checks.precomputed_scale_differences(broken, [steps[1], steps[1]])
+
+
 def test_the_catch_rate_over_every_injected_fault(record_observation):
     """Every fault above again, in one place (no state shared between tests, so any order works):
     the catch rate goes into the end-of-run summary."""
@@ -240,6 +287,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results["recipe: E4M3 gradients"] = recipe_fault_caught()
     results["delayed: latest amax instead of the window max"] = delayed_fault_caught()
     results |= {f"_scaled_mm: {f}": scaled_mm_excess(f) is not None for f in MM_FAULTS}
+    results |= {f"FSDP float8 all-gather: {f}": fsdp_fault_caught(f) for f in FSDP_FAULTS}
     caught = sum(results.values())
     record_observation("tests/meta: injected faults caught", f"{caught} of {len(results)}")
     assert caught == len(results), [k for k, v in results.items() if not v]

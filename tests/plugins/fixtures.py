@@ -96,13 +96,7 @@ def fresh_dynamo():
 
     config = torch._dynamo.config
     wanted = {"fail_on_recompile_limit_hit": True, "automatic_dynamic_shapes": False}
-    saved = {k: getattr(config, k) for k in wanted if hasattr(config, k)}
     torch._dynamo.reset()
-    for k in saved:
-        setattr(config, k, wanted[k])
-    try:
+    with config.patch(**{k: v for k, v in wanted.items() if hasattr(config, k)}):
         yield
-    finally:
-        for k, v in saved.items():
-            setattr(config, k, v)
-        torch._dynamo.reset()
+    torch._dynamo.reset()

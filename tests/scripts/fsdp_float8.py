@@ -1,0 +1,172 @@
+"""FSDP2 (``fully_shard``) with torchao's float8 all-gather, on the CPU through gloo, against the
+same model trained unsharded. Writes one ``torch.save`` file that tests/cpu/test_fsdp_float8.py
+reads; it asserts nothing itself.
+
+Usage: python tests/scripts/fsdp_float8.py OUT.pt [STEPS]
+
+What runs, in one process group of two ranks (torch.multiprocessing, a rendezvous file beside OUT):
+- ``unsharded``: the float8 model (torchao ``convert_to_float8_training``, ``emulate=True``, no
+  FSDP), trained in this process; its weights are recorded before every step;
+- ``fsdp1``: the same model sharded over a one-rank mesh (rank 0 alone);
+- ``fsdp2``: sharded over both ranks; every rank gets the same batch, so the reduce-scatter's mean
+  of identical gradients is exact and the run can match the unsharded one bitwise;
+- ``fsdp2_float8_only``: both ranks, each Linear without bias, so an FSDP group holds float8
+  weights alone (with torch 2.13 + torchao 0.18, gloo refuses that all-gather).
+Each sharded run records its losses, final weights and gradients, every float8 all-gather's
+output (the uint8 codes and the scale torchao's ``fsdp_post_all_gather`` receives; whether FSDP
+passed a reused buffer), and the scales ``precompute_float8_dynamic_scale_for_fsdp`` set after each
+step. A run that raises records the error instead, and the other runs go on.
+"""
+
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+D_IN, D_HIDDEN, D_OUT, BATCH, LR = 64, 128, 32, 16, 0.1
+
+
+def build(bias: bool) -> torch.nn.Module:
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(D_IN, D_HIDDEN, bias=bias), torch.nn.ReLU(), torch.nn.Linear(D_HIDDEN, D_OUT, bias=bias)
+    )
+    # enable_fsdp_float8_all_gather only changes what FSDP gathers; unsharded it is the same model
+    config = Float8LinearConfig(enable_fsdp_float8_all_gather=True, emulate=True)
+    return convert_to_float8_training(model, config=config)
+
+
+def batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(1)
+    return [(torch.randn(BATCH, D_IN, generator=gen), torch.randn(BATCH, D_OUT, generator=gen)) for _ in range(steps)]
+
+
+def linears(model: torch.nn.Module) -> list[torch.nn.Module]:
+    return [m for m in model if isinstance(m, torch.nn.Linear)]
+
+
+def train(model: torch.nn.Module, steps: int, after_step=None, before_step=None) -> dict:
+    opt = torch.optim.SGD(model.parameters(), lr=LR)
+    losses, grads = [], {}
+    for x, y in batches(steps):
+        if before_step is not None:
+            before_step(model)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        grads = {name: _full(p.grad) for name, p in model.named_parameters()}
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+        if after_step is not None:
+            after_step(model)
+    return {"losses": losses, "grads": grads, "weights": {k: _full(v) for k, v in model.state_dict().items()}}
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    t = t.full_tensor() if hasattr(t, "full_tensor") else t
+    return t.detach().clone()
+
+
+_GATHERS: list = []  # the running run's records (one spy per process, installed once)
+
+
+def _spy_all_gathers() -> None:
+    """Record what torchao's float8 all-gather hands back to FSDP: codes, scale, reused buffer."""
+    from torchao.float8 import fsdp_utils
+
+    cls = fsdp_utils.WeightWithDynamicFloat8CastTensor
+    original = cls.fsdp_post_all_gather
+
+    def post_all_gather(self, outputs, metadata, param_dtype, *, out=None):
+        (data,), (scale,) = outputs, metadata
+        _GATHERS.append(
+            {
+                "dtype": str(data.dtype),
+                "codes": data.view(torch.uint8).clone(),
+                "scale": scale.clone(),
+                "reused_buffer": out is not None,
+            }
+        )
+        return original(self, outputs, metadata, param_dtype, out=out)
+
+    cls.fsdp_post_all_gather = post_all_gather
+
+
+def sharded_run(name: str, bias: bool, mesh, steps: int, rank: int) -> dict:
+    from torch.distributed.fsdp import fully_shard
+    from torchao.float8.fsdp_utils import precompute_float8_dynamic_scale_for_fsdp
+
+    _GATHERS.clear()
+    scales: list = []
+
+    def after_step(model):
+        precompute_float8_dynamic_scale_for_fsdp(model)
+        scales.append([lin.weight._local_tensor._precomputed_scale.clone() for lin in linears(model)])
+
+    try:
+        model = build(bias)
+        for lin in linears(model):
+            fully_shard(lin, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        out = train(model, steps, after_step=after_step)
+        out.update(all_gathers=list(_GATHERS), precomputed_scales=scales)
+    except Exception as exc:  # noqa: BLE001 - recorded: the test decides whether it is a refusal
+        out = {
+            "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            "traceback": traceback.format_exc()[-3000:],
+        }
+    return out
+
+
+def worker(rank: int, world: int, rendezvous: str, steps: int, out_dir: str) -> None:
+    from torch.distributed.device_mesh import DeviceMesh
+
+    torch.set_num_threads(1)
+    _spy_all_gathers()
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
+    results = {}
+    solo = dist.new_group([0])
+    if rank == 0:
+        results["fsdp1"] = sharded_run("fsdp1", True, DeviceMesh.from_group(solo, "cpu"), steps, rank)
+    dist.barrier()
+    both = DeviceMesh("cpu", list(range(world)))
+    results["fsdp2"] = sharded_run("fsdp2", True, both, steps, rank)
+    dist.barrier()
+    results["fsdp2_float8_only"] = sharded_run("fsdp2_float8_only", False, both, steps, rank)
+    torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+def main(out: str, steps: int = 3) -> None:
+    torch.set_num_threads(1)
+    before: list = []
+    reference = train(
+        build(True), steps, before_step=lambda m: before.append([lin.weight.detach().clone() for lin in linears(m)])
+    )
+    reference["weights_before_step"] = before
+    without_bias = train(build(False), steps)  # what fsdp2_float8_only would match, where it runs
+    out_dir = os.path.dirname(os.path.abspath(out))
+    rendezvous = os.path.join(out_dir, "rendezvous")
+    if os.path.exists(rendezvous):
+        os.unlink(rendezvous)
+    mp.spawn(worker, args=(2, rendezvous, steps, out_dir), nprocs=2, join=True)
+    ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt"), weights_only=False) for r in range(2)]
+    torch.save(
+        {
+            "unsharded": reference,
+            "unsharded_without_bias": without_bias,
+            "ranks": ranks,
+            "steps": steps,
+            "versions": {"torch": torch.__version__, "torchao": __import__("torchao").__version__},
+        },
+        out,
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 3)
