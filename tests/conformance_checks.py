@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import torch
 
+from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.delayed import AmaxAlgo, te_scale
 from fp8ref.reference.formats import FloatFormat
 from fp8ref.reference.recipes import RECIPES
@@ -79,3 +80,47 @@ def delayed_mismatch(
             return f"step {t} (amax {a!r}, window {window}): scale {got.item()!r}, expected {want.item()!r}"
         previous = want
     return None
+
+
+def layouts(x: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Views of one (64, 96) tensor that are not contiguous, or not at offset 0."""
+    return {
+        "transposed": x.t(),
+        "column slice": x[:, 5:77],
+        "every third column": x[:, ::3],
+        "row slice at an offset": x[3:50],
+        "as_strided": x.as_strided((20, 30), (97, 2), 7),
+        "expanded": x[:1].expand(8, -1),
+    }
+
+
+def layout_mismatches(cast: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, fmt: FloatFormat) -> list[str]:
+    """The views of ``x`` whose ``cast`` (a view -> uint8 codes) differs from the codec's codes of
+    the same values laid out contiguously, on the in-range inputs."""
+    bad = []
+    for name, view in layouts(x).items():
+        got, values = cast(view), view.contiguous()
+        in_range = values.float().abs() <= fmt.max
+        if not fmt.signed:
+            in_range &= values.float() > 0
+        if got.shape != values.shape or not torch.equal(got[in_range], encode(values, fmt)[in_range]):
+            bad.append(name)
+    return bad
+
+
+def same_bits(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
+    """Equal values with equal signs (so -0.0 is not 0.0), or both NaN."""
+    return ((got == want) & (torch.signbit(got) == torch.signbit(want))) | (torch.isnan(got) & torch.isnan(want))
+
+
+def decode_mismatches(
+    codes_to: Callable[[torch.Tensor], torch.Tensor], fmt: FloatFormat, target: torch.dtype
+) -> list[int]:
+    """The codes (of all 256) whose decode to ``target`` by ``codes_to`` (uint8 codes -> target
+    tensor) is not the format's exact value rounded once to ``target``."""
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    got = codes_to(codes)
+    want = decode(codes, fmt).double().to(target)
+    if got.dtype != target:
+        return list(range(256))
+    return (~same_bits(got, want)).nonzero().flatten().tolist()

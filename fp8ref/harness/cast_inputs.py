@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import torch
 
+from ..reference.codec import encode
 from ..reference.formats import FloatFormat, get_format
 
-__all__ = ["all_16bit_inputs", "float32_structured_inputs", "f32_bits", "f32_from_bits"]
+__all__ = [
+    "all_16bit_inputs",
+    "float32_structured_inputs",
+    "float64_double_rounding_inputs",
+    "f32_bits",
+    "f32_from_bits",
+]
 
 
 def all_16bit_inputs(dtype: torch.dtype) -> torch.Tensor:
@@ -105,3 +112,26 @@ def float32_structured_inputs(fmt: str | FloatFormat) -> dict[str, torch.Tensor]
         "subnormal_range": both_signs(sub.float()),
         "specials": both_signs(specials),
     }
+
+
+def float64_double_rounding_inputs(fmt: str | FloatFormat) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """float64 inputs whose FP8 code depends on whether a cast rounds the float64 value once or
+    rounds it to float32 first: ``(x, once, via_float32)``, the inputs and both answers' codes.
+
+    Each input lies a hair (2^-39 relative, far below a float32 ulp) beyond a midpoint between two
+    neighbouring finite values, towards the odd one: rounded once it goes to the odd neighbour;
+    rounded to float32 first it becomes the midpoint itself, a tie, and goes to the even one. Both
+    signs where the format has a sign."""
+    fmt = get_format(fmt)
+    vals = torch.tensor(fmt.all_values(), dtype=torch.float64)
+    pos = torch.unique(vals[torch.isfinite(vals) & (vals >= 0)])  # sorted
+    lo, hi = pos[:-1], pos[1:]
+    mid = (lo + hi) / 2
+    lo_even = (encode(lo.float(), fmt) & 1) == 0  # a tie goes to the even code
+    toward = torch.where(lo_even, hi, lo)  # the odd neighbour: where rounding once goes
+    x = mid + (toward - mid) * 2.0**-38
+    if fmt.signed:
+        x, toward = torch.cat([x, -x]), torch.cat([toward, -toward])
+    once, via = encode(toward.float(), fmt), encode(x.float(), fmt)
+    keep = once != via
+    return x[keep], once[keep], via[keep]

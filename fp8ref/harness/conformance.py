@@ -347,3 +347,20 @@ def summarize_reports(reports: list[CastReport]) -> list[str]:
             line += f" no-encoding={no_enc}"
         lines.append(line)
     return lines
+
+
+def float64_rounding(impl: Implementation, fmt: str | FloatFormat) -> str:
+    """How ``impl`` casts float64: ``once`` (to nearest, from the float64 value), ``through
+    float32`` (rounded to float32 first: a double rounding), or ``other: ...`` (neither explains
+    every input), judged on inputs where the two differ (``cast_inputs.float64_double_rounding_inputs``)."""
+    from .cast_inputs import float64_double_rounding_inputs
+
+    x, once, via = float64_double_rounding_inputs(fmt)
+    got = impl.cast(x).reshape(-1)
+    if torch.equal(got, once):
+        return "once"
+    if torch.equal(got, via):
+        return "through float32"
+    return (
+        f"other: {int((got == once).sum())} of {x.numel()} inputs as once, {int((got == via).sum())} as through float32"
+    )

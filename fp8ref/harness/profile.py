@@ -28,7 +28,7 @@ from ..reference.formats import select
 from ..reference.recipes import TORCHAO_RECIPES
 from . import install, probes
 from .cast_inputs import all_16bit_inputs
-from .conformance import check_cast
+from .conformance import check_cast, float64_rounding
 from .implementations import torch_cast
 from .install import device_kind, versions
 from .profile_file import (  # noqa: F401 - the profile's file format, part of this module's API
@@ -126,6 +126,10 @@ def _probe_casts(device: str) -> dict:
                     device=device,
                 )
             )
+        key = f"cast.{fmt.name}.f64.rounding"  # once, or through float32 first (a double rounding)
+        out.update(
+            _isolated([key], lambda impl=impl, fmt=fmt, key=key: {key: float64_rounding(impl, fmt)}, device=device)
+        )
     return out
 
 

@@ -50,7 +50,7 @@ def _diff(a, b):
     return f"max |diff| {(a.float() - b.float()).abs().max().item():.3e}, SQNR {sqnr(a, b):.1f} dB"
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("recipe", AO_RECIPES)
 def test_emulated_float8linear_is_bitwise_equal_without_bias(recipe, dtype):
     """torchao's emulate=True dequantizes to float32 and calls torch.mm, which is what fp8ref's
@@ -75,7 +75,7 @@ def test_emulated_float8linear_is_bitwise_equal_without_bias(recipe, dtype):
 
 
 @pytest.mark.parametrize("emulate", [True, False], ids=["emulate", "scaled_mm"])
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("recipe", AO_RECIPES)
 def test_float8linear_with_bias_matches_within_output_rounding(recipe, dtype, emulate, skip_unless):
     """torchao adds the bias after rounding the GEMM to the output dtype (two roundings);

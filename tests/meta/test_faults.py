@@ -8,7 +8,8 @@ a scale one ulp off, power-of-two rounding up, axiswise amax on the wrong dim; E
 where the recipe says E5M2; delayed scaling on the latest amax instead of the window's max; a
 _scaled_mm that divides by its scales or accumulates in bfloat16; an FSDP float8 all-gather whose
 scale comes from one rank's shard, that is not refreshed after the optimizer step, or that
-carries bf16.
+carries bf16; a cast that ignores strides, a decode that loses -0.0 or flushes float16
+subnormals, a float64 cast that rounds some inputs once and some through float32.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pytest
 import torch
 
 from fp8ref.harness.cast_inputs import all_16bit_inputs
-from fp8ref.harness.conformance import check_cast
+from fp8ref.harness.conformance import check_cast, float64_rounding
 from fp8ref.harness.implementations import Implementation
 from fp8ref.harness.sweep import sweep_float32
 from fp8ref.reference.codec import decode, encode
@@ -28,7 +29,14 @@ from fp8ref.reference.formats import E4M3FN, E5M2, E8M0FNU
 from fp8ref.reference.recipes import RECIPES
 from fp8ref.reference.scaling import EPS, amax, axiswise, compute_scale, round_down_to_pow2, tensorwise
 from tests import fsdp_checks, scaled_mm_checks
-from tests.conformance_checks import delayed_mismatch, recipe_table_diffs, scale_inputs, scale_mismatch
+from tests.conformance_checks import (
+    decode_mismatches,
+    delayed_mismatch,
+    layout_mismatches,
+    recipe_table_diffs,
+    scale_inputs,
+    scale_mismatch,
+)
 
 
 # --- casts, through fp8ref.harness.conformance.check_cast on every bfloat16 pattern ---------------------
@@ -279,6 +287,56 @@ def test_a_precomputed_scale_from_a_shard_is_caught():
     assert fsdp_checks.precomputed_scale_differences(broken, [steps[1], steps[1]])
 
 
+# --- the input space around a cast, through tests/conformance_checks and float64_rounding --------
+def _as_if_contiguous(view: torch.Tensor) -> torch.Tensor:
+    """Reads a view's memory as if it were laid out contiguously from its offset (a kernel that
+    ignores strides)."""
+    strides, acc = [], 1
+    for size in reversed(view.shape):
+        strides.insert(0, acc)
+        acc *= size
+    return view.as_strided(view.shape, strides, view.storage_offset())
+
+
+INPUT_SPACE_FAULTS = {
+    "a cast that ignores strides": lambda: bool(
+        layout_mismatches(lambda v: encode(_as_if_contiguous(v), E4M3FN), torch.randn(64, 96) * 40, E4M3FN)
+    ),
+    "a decode that loses -0.0": lambda: bool(
+        decode_mismatches(lambda c: decode(c, E4M3FN).half() + 0.0, E4M3FN, torch.float16)
+    ),
+    "a float16 decode that flushes subnormals": lambda: bool(
+        decode_mismatches(
+            lambda c: (lambda v: torch.where(v.abs() < 2.0**-14, torch.zeros_like(v), v))(decode(c, E5M2).half()),
+            E5M2,
+            torch.float16,
+        )
+    ),
+    "a float64 cast that rounds some inputs once, some through float32": lambda: float64_rounding(
+        Implementation(
+            "mixed",
+            "0",
+            lambda x: torch.where(
+                torch.arange(x.numel()) % 2 == 0,
+                encode(x.float(), E4M3FN),
+                encode((x + (x - x.float().double()) * 2**20).float(), E4M3FN),
+            ),
+        ),
+        E4M3FN,
+    ).startswith("other"),
+}
+
+
+@pytest.mark.parametrize("fault", list(INPUT_SPACE_FAULTS))
+def test_input_space_fault_is_caught(fault):
+    assert INPUT_SPACE_FAULTS[fault]()
+
+
+def test_the_input_space_checks_pass_the_real_thing():
+    assert not layout_mismatches(lambda v: encode(v.contiguous(), E4M3FN), torch.randn(64, 96) * 40, E4M3FN)
+    assert not decode_mismatches(lambda c: decode(c, E4M3FN).half(), E4M3FN, torch.float16)
+
+
 def test_the_catch_rate_over_every_injected_fault(record_observation):
     """Every fault above again, in one place (no state shared between tests, so any order works):
     the catch rate goes into the end-of-run summary."""
@@ -288,6 +346,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results["delayed: latest amax instead of the window max"] = delayed_fault_caught()
     results |= {f"_scaled_mm: {f}": scaled_mm_excess(f) is not None for f in MM_FAULTS}
     results |= {f"FSDP float8 all-gather: {f}": fsdp_fault_caught(f) for f in FSDP_FAULTS}
+    results |= {f"input space: {f}": check() for f, check in INPUT_SPACE_FAULTS.items()}
     caught = sum(results.values())
     record_observation("tests/meta: injected faults caught", f"{caught} of {len(results)}")
     assert caught == len(results), [k for k, v in results.items() if not v]
