@@ -21,6 +21,7 @@ from fp8ref.harness.gemm_probes import (
     exact_sum_operands,
     operand_dtypes,
     reference_bound,
+    scale_forms_and_shapes,
     scale_result_rule,
 )
 from fp8ref.reference.codec import encode
@@ -135,11 +136,13 @@ def stand_in(
     scales_inverted=False,
     promote_every=None,
     out_via=None,
+    vector_scale_ignored=False,
 ):
     """A float64 ``_scaled_mm`` with one fault: partial sums rounded to ``keep_bits`` mantissa
     bits, ``scale_result`` applied by ``scale_rule``, the bias scaled with the product, rowwise A
     scales replaced by their mean, both scales divided by instead of multiplied, or the output
-    rounded through ``out_via`` (say bfloat16) before ``out_dtype``. Used by
+    rounded through ``out_via`` (say bfloat16) before ``out_dtype``, or a one-element 1-D
+    tensorwise scale read as 1 (``vector_scale_ignored``). Used by
     tests/cpu/test_gemm_probes.py and tests/meta to show the probes and checks catch each.
 
     ``keep_bits`` with ``promote_every`` is no fault but another GPU generation: Hopper's tensor
@@ -148,6 +151,8 @@ def stand_in(
 
     def mm(A, B, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None, use_fast_accum=False):
         a, b = A.double(), B.double()
+        if vector_scale_ignored and scale_a.shape == (1,):
+            scale_a = torch.ones((), dtype=scale_a.dtype)
         sa = scale_a.double().mean() if row_scale_mean else scale_a.double()
         sb = scale_b.double()
         if scales_inverted:
@@ -300,3 +305,18 @@ def test_without_fast_accumulation_partial_sums_are_promoted_to_float32(mm_devic
     )
     assert bits["across", False] == 23, f"use_fast_accum=False kept {bits['across', False]} bits across K blocks"
     assert all(0 <= b <= 23 for b in bits.values()), bits
+
+
+def test_scale_forms_and_odd_shapes_give_right_results_where_accepted(mm_device, skip_unless, record_observation):
+    """Guards: a scale form the kernel accepts but reads wrongly (a one-element 1-D scale taken as
+    1, a rowwise scale applied along the other axis), and M, K or N not a multiple of 16 taken but
+    mishandled. Which forms and shapes a device takes is pinned (``scaled_mm.form.*``)."""
+    _need(skip_unless, "tensorwise", torch.float32, mm_device)
+    forms = scale_forms_and_shapes(mm_device)
+    record_observation(
+        f"_scaled_mm scale forms and shapes on {mm_device}",
+        ", ".join(f"{k}: {v if v in ('ok',) or v.startswith('wrong') else 'refused'}" for k, v in forms.items()),
+    )
+    wrong = {k: v for k, v in forms.items() if v.startswith("wrong")}
+    assert not wrong, f"accepted but wrong on {mm_device}: {wrong}"
+    assert forms["tensorwise.0d"] == "ok", forms["tensorwise.0d"]

@@ -13,6 +13,7 @@ __all__ = [
     "all_16bit_inputs",
     "float32_structured_inputs",
     "float64_double_rounding_inputs",
+    "training_tensor_with",
     "f32_bits",
     "f32_from_bits",
 ]
@@ -135,3 +136,13 @@ def float64_double_rounding_inputs(fmt: str | FloatFormat) -> tuple[torch.Tensor
     once, via = encode(toward.float(), fmt), encode(x.float(), fmt)
     keep = once != via
     return x[keep], once[keep], via[keep]
+
+
+def training_tensor_with(special: str) -> torch.Tensor:
+    """A small bfloat16 activation (2 x 4) whose first row holds one ``nan``, ``inf`` or ``-inf``
+    among finite values and whose second row is finite: what a scale and a cast make of a NaN
+    or inf in a training tensor, for the whole tensor (tensorwise) and per row (rowwise)."""
+    value = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}
+    if special not in value:
+        raise ValueError(f"special: expected one of {sorted(value)}, got {special!r}")
+    return torch.tensor([[1.0, 2.0, value[special], -3.0], [0.5, 0.25, 1.0, 2.0]], dtype=torch.bfloat16)

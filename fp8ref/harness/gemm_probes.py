@@ -175,3 +175,59 @@ def reference_bound(
     accum = 3 * 2.0**-24 if accum_bits is None else (k + 3) * 2.0 ** -(accum_bits + 1)
     bound = half_ulp(out_dtype) * ref.abs() + accum * mag
     return ref, bound
+
+
+def _exact_problem(m: int, k: int, n: int, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """E4M3 operands A (M, K) row-major and B (K, N) column-major from ``exact_sum_operands`` on
+    ``device``, and their exact product in float64 (CPU)."""
+    a, b = exact_sum_operands(m, k, n, seed=m + 7 * k + 13 * n)
+    e4m3 = torch.float8_e4m3fn
+    return a.to(e4m3).to(device), b.to(e4m3).to(device).t(), a.double() @ b.double().t()
+
+
+def scale_forms_and_shapes(device: str = "cpu") -> dict[str, str]:
+    """Which forms of the scale arguments and which shapes ``torch._scaled_mm`` takes on
+    ``device``, each ``ok`` (the result is right: within one float32 rounding of the scaled exact
+    product, which small-integer operands make sharp), ``wrong: <worst error>`` (a bug) or the
+    install's ``refused: ...``. Keys: ``tensorwise.<form>`` (0-d, one-element 1-D, 1x1),
+    ``rowwise.<form>`` ((M,1)x(1,N), (M,)x(N,), (M,1)x(N,1)) and ``shape.<which dim>`` (M, K or N
+    not a multiple of 16)."""
+    from .refusals import attempt
+
+    m, k, n = 32, 64, 48
+    rows = torch.linspace(0.5, 3.0, m, dtype=torch.float64)
+    cols = torch.linspace(0.25, 2.0, n, dtype=torch.float64)
+    cases = {
+        "tensorwise.0d": ((m, k, n), torch.tensor(1.5), torch.tensor(0.75)),
+        "tensorwise.1": ((m, k, n), torch.tensor([1.5]), torch.tensor([0.75])),
+        "tensorwise.1x1": ((m, k, n), torch.tensor([[1.5]]), torch.tensor([[0.75]])),
+        "rowwise.Mx1_1xN": ((m, k, n), rows.float()[:, None], cols.float()[None, :]),
+        "rowwise.M_N": ((m, k, n), rows.float(), cols.float()),
+        "rowwise.Mx1_Nx1": ((m, k, n), rows.float()[:, None], cols.float()[:, None]),
+        "shape.M": ((60, k, n), torch.tensor(1.5), torch.tensor(0.75)),
+        "shape.K": ((m, 120, n), torch.tensor(1.5), torch.tensor(0.75)),
+        "shape.N": ((m, k, 40), torch.tensor(1.5), torch.tensor(0.75)),
+    }
+    out = {}
+    for key, ((mm_, kk, nn), sa, sb) in cases.items():
+        A, B, exact = _exact_problem(mm_, kk, nn, device)
+
+        def call(
+            A: torch.Tensor = A, B: torch.Tensor = B, sa: torch.Tensor = sa, sb: torch.Tensor = sb
+        ) -> torch.Tensor:
+            return torch._scaled_mm(A, B, scale_a=sa.to(device), scale_b=sb.to(device), out_dtype=torch.float32)
+
+        ok, got = attempt(call, device)
+        if not ok:
+            out[key] = str(got)
+            continue
+        sa64, sb64 = sa.double().reshape(-1), sb.double().reshape(-1)
+        scales = (sa64[:, None] if sa64.numel() > 1 else sa64) * (sb64[None, :] if sb64.numel() > 1 else sb64)
+        want = exact * scales
+        err = (torch.as_tensor(got).double().cpu() - want).abs()
+        # the scales' float32 roundings and the output's; a kernel that dequantizes before it
+        # accumulates (torch's CPU path) adds float32 accumulation of the scaled products
+        mag = (A.cpu().double().abs() @ B.cpu().double().abs()) * scales.abs()
+        bound = 4 * 2.0**-24 * want.abs() + (kk + 3) * 2.0**-24 * mag
+        out[key] = "ok" if bool((err <= bound).all()) else f"wrong: max error {err.max().item():.3g}"
+    return out

@@ -27,7 +27,7 @@ import torch
 from ..reference.formats import select
 from ..reference.recipes import TORCHAO_RECIPES
 from . import install, probes
-from .cast_inputs import all_16bit_inputs
+from .cast_inputs import all_16bit_inputs, training_tensor_with
 from .conformance import check_cast, float64_rounding
 from .implementations import torch_cast
 from .install import device_kind, versions
@@ -60,6 +60,12 @@ __all__ = [
     "compare_with_golden",
     "exact_linear_problem",
 ]
+
+
+def _describe_cast(codes: torch.Tensor, scale: torch.Tensor) -> str:
+    """A small cast, readably: its scales and its codes in hex."""
+    hexes = " ".join(f"{int(c):02x}" for c in codes.flatten().tolist())
+    return f"scale {[float(v) for v in scale.flatten().tolist()]}; codes {hexes}"
 
 
 def _sha(*tensors: torch.Tensor) -> str:
@@ -163,6 +169,14 @@ def _probe_scaled_mm(device: str) -> dict:
                         device=device,
                     )
                 )
+        forms = [f"scaled_mm.form.{k}" for k in ("tensorwise.0d", "rowwise.Mx1_1xN", "shape.M")]
+        out.update(
+            _isolated(
+                forms,
+                lambda: {f"scaled_mm.form.{k}": v for k, v in gemm_probes.scale_forms_and_shapes(device).items()},
+                device=device,
+            )
+        )
         for fmt in ("e4m3fn", "e5m2"):
             key = f"scaled_mm.scale_result.{fmt}_out"
             out.update(
@@ -235,6 +249,17 @@ def _probe_torchao(device: str) -> dict:
             device=device,
         )
     )
+    for special in ("nan", "inf"):  # a NaN or inf inside an activation: torchao's scale and codes
+        xs = training_tensor_with(special).to(device)
+        for g, tag in ((tensorwise(), "tensorwise"), (axiswise(-1), "rowwise")):
+            key = f"torchao.special.{special}.{tag}"
+            out.update(
+                _isolated(
+                    [key],
+                    lambda xs=xs, g=g, key=key: {key: _describe_cast(*ao.dynamic_cast(xs, "e4m3fn", g, False))},
+                    device=device,
+                )
+            )
     out.update(_probe_torchao_narrow(device))
     xe, we, ge = exact_linear_problem(device)
     with install.one_thread():

@@ -92,3 +92,13 @@ def test_exact_sum_operands_keep_every_partial_sum_exact_at_12_bits():
     assert bool((a == a.round()).all()) and a.abs().max() <= 2
     with pytest.raises(ValueError, match="k: at most 1024"):
         exact_sum_operands(4, 2048, 4)
+
+
+def test_the_scale_form_probe_catches_a_one_element_scale_read_as_one(monkeypatch):
+    from fp8ref.harness.gemm_probes import scale_forms_and_shapes
+
+    monkeypatch.setattr(torch, "_scaled_mm", _stand_in())
+    assert not [v for v in scale_forms_and_shapes("cpu").values() if v.startswith("wrong")]
+    monkeypatch.setattr(torch, "_scaled_mm", _stand_in(vector_scale_ignored=True))
+    got = scale_forms_and_shapes("cpu")
+    assert got["tensorwise.1"].startswith("wrong") and got["tensorwise.0d"] == "ok", got

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fp8ref.harness import probes
-from fp8ref.harness.cast_inputs import float64_double_rounding_inputs
+from fp8ref.harness.cast_inputs import float64_double_rounding_inputs, training_tensor_with
 from fp8ref.harness.conformance import float64_rounding
 from fp8ref.harness.implementations import ml_dtypes_cast, torch_cast
 from fp8ref.reference.codec import decode, encode
@@ -119,3 +119,26 @@ def test_the_formats_decode_exactly_in_bfloat16_and_float32():
         finite = v[torch.isfinite(v)]
         assert torch.equal(finite.to(torch.bfloat16).double(), finite), fmt.name
         assert torch.equal(finite.float().double(), finite), fmt.name
+
+
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize("g", [tensorwise(), axiswise(-1)], ids=str)
+@pytest.mark.parametrize("special", ["nan", "inf", "-inf"])
+def test_a_nan_or_inf_inside_an_activation_is_cast_as_the_reference_casts_it(special, g, record_observation):
+    """What torchao's scale and cast make of a NaN or inf inside a training tensor is
+    implementation-defined (pinned: ``torchao.special.*``): with torchao 0.18 a NaN gives a NaN
+    scale and NaN codes for its whole scaling group, an inf a zero scale (so inf * 0 = NaN and
+    the group's finite values become zeros). Held bitwise to fp8ref's formula, which propagates
+    them the same way, so a change in either shows."""
+    from fp8ref.harness import torchao_compat as ao
+
+    x = training_tensor_with(special)
+    codes, scale = ao.dynamic_cast(x, E4M3FN, g, False)
+    q = quantize(x, E4M3FN, g)
+    hexes = " ".join(f"{c:02x}" for c in codes.flatten().tolist())
+    record_observation(
+        f"torchao {g} cast of an activation holding {special}",
+        f"scale {[float(v) for v in scale.flatten().tolist()]}, codes {hexes}",
+    )
+    assert bool(same_bits(scale.float().reshape(q.scale.shape), q.scale).all()), (scale, q.scale)
+    assert torch.equal(codes.reshape(q.codes.shape), q.codes), (codes, q.codes)

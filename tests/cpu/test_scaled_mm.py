@@ -15,6 +15,7 @@ from tests.scaled_mm_checks import (  # noqa: F401 - collected as tests of this 
     test_every_out_dtype_matches_the_exact_product,
     test_fp8_output_applies_scale_result,
     test_rows_not_a_multiple_of_the_tile,
+    test_scale_forms_and_odd_shapes_give_right_results_where_accepted,
     test_without_fast_accumulation_partial_sums_are_promoted_to_float32,
 )
 
