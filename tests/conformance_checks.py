@@ -124,3 +124,33 @@ def decode_mismatches(
     if got.dtype != target:
         return list(range(256))
     return (~same_bits(got, want)).nonzero().flatten().tolist()
+
+
+def gemm_operand_mismatches(
+    recipe, seen: list[dict], x: torch.Tensor, w: torch.Tensor, grad: torch.Tensor
+) -> list[str]:
+    """Each float8 GEMM torchao ran (``torchao_compat.float8_gemm_operands``) for a Linear with
+    input ``x`` (M, K), weight ``w`` (N, K) and output gradient ``grad`` (M, N), against the
+    recipe's cast of that GEMM's operands (``emulate.cast_operand``, contraction-last), bitwise;
+    and every float8 GEMM the recipe has must have run (a high-precision one must not)."""
+    from fp8ref.reference.emulate import cast_operand
+
+    operands = {"output": (x, w), "grad_input": (grad, w.t()), "grad_weight": (grad.t(), x.t())}
+    ran = {s["gemm"]: s for s in seen}
+    bad = []
+    for gemm, (a_hp, b_hp) in operands.items():
+        cast = getattr(recipe, gemm)
+        if cast.a.fmt is None:
+            if gemm in ran:
+                bad.append(f"{gemm}: ran in float8, the recipe keeps it in high precision")
+            continue
+        if gemm not in ran:
+            bad.append(f"{gemm}: no float8 GEMM ran")
+            continue
+        got = ran[gemm]
+        for side, value, op, want_hp in (("A", got["a"], cast.a, a_hp), ("B", got["b"].t(), cast.b, b_hp)):
+            want = cast_operand(want_hp.contiguous(), op)
+            if value.shape != want.shape or not torch.equal(value, want):
+                how = "shape" if value.shape != want.shape else f"{int((value != want).sum())} values"
+                bad.append(f"{gemm} operand {side} ({op.describe()}): {how} differ from the recipe's cast")
+    return bad

@@ -10,6 +10,9 @@ every GEMM operand out contraction-last (``fp8ref.reference.recipes``), where th
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 import torch
 
 from ..reference.formats import FloatFormat, get_format
@@ -31,6 +34,7 @@ __all__ = [
     "nvfp4_quantize",
     "nvfp4_dequantize",
     "nvfp4_per_tensor_scale",
+    "float8_gemm_operands",
 ]
 
 # torchao's f32 <-> unpacked FP4/FP6 helpers (``prototype.mx_formats.kernels``) by format name
@@ -264,3 +268,44 @@ def nvfp4_dequantize(
     from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor
 
     return NVFP4Tensor.to_nvfp4(x, per_tensor_scale=tensor_scale).dequantize(dtype)
+
+
+# torchao's GemmInputRole values -> fp8ref's names for the GEMM they meet in
+_GEMMS = {
+    ("input", "weight"): "output",
+    ("grad_output", "weight"): "grad_input",
+    ("grad_output", "input"): "grad_weight",
+}
+
+
+@contextlib.contextmanager
+def float8_gemm_operands() -> Iterator[list[dict]]:
+    """Inside the block, every float8 GEMM torchao's Float8Linear runs is recorded: which GEMM it
+    is (``output``, ``grad_input``, ``grad_weight``, told by torchao's operand roles) and both
+    operands' values as the GEMM sees them (codes / scale, float32), A (rows, contraction) and
+    B (contraction, cols). Written against torchao 0.17-0.18 (``float8_ops.preprocess_addmm``,
+    which every float8 mm and addmm goes through, emulated or not)."""
+    require_torchao()
+    from torchao.float8 import float8_ops
+
+    seen: list[dict] = []
+    original = float8_ops.preprocess_addmm
+
+    def spy(a, b):
+        roles = (str(a._gemm_input_role.value), str(b._gemm_input_role.value))
+        seen.append(
+            {
+                "gemm": _GEMMS.get(roles, "/".join(roles)),
+                "a": a._data.float() / a._scale,
+                "b": b._data.float() / b._scale,
+                "a_dtype": _fmt_name(a._data.dtype),
+                "b_dtype": _fmt_name(b._data.dtype),
+            }
+        )
+        return original(a, b)
+
+    float8_ops.preprocess_addmm = spy
+    try:
+        yield seen
+    finally:
+        float8_ops.preprocess_addmm = original

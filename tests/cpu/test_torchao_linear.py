@@ -20,6 +20,7 @@ from fp8ref.reference.metrics import sqnr
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.recipes import RECIPES, TORCHAO_RECIPES
 from fp8ref.reference.scaling import axiswise, tensorwise
+from tests.conformance_checks import gemm_operand_mismatches
 from tests.float8linear_checks import (  # noqa: F401 - the tests are collected here
     fwd_bwd,
     test_compiled_float8linear_forward_and_backward_match_eager,
@@ -291,3 +292,23 @@ def test_tiny_model_trains_the_same_under_torchao_and_fp8ref(recipe, record_obse
     assert theirs[-1] < theirs[0] and ours[-1] < ours[0]
     assert abs(theirs[0] - ours[0]) <= 1e-5 * ours[0]
     assert all(abs(a - b) <= 0.01 * b for a, b in zip(theirs, ours)), list(zip(theirs, ours))
+
+
+GEMMS = ["output", "grad_input", "grad_weight"]
+
+
+@pytest.mark.parametrize("gemm", GEMMS)
+@pytest.mark.parametrize("recipe", AO_RECIPES)
+def test_each_gemm_casts_its_operands_as_the_recipe_says(recipe, gemm):
+    """Float8Linear's three GEMMs one by one: each operand torchao hands its float8 GEMM (forward
+    and both backward GEMMs) is, bitwise, the recipe's cast of the contraction-last operand
+    (format, granularity along the contraction dim, pow2), so a change at one call site fails
+    alone. A GEMM the recipe keeps in high precision must not run in float8."""
+    gen = torch.Generator().manual_seed(3)
+    x = (torch.randn(32, 64, generator=gen) * 3).to(torch.bfloat16)
+    w = (torch.randn(48, 64, generator=gen) / 4).to(torch.bfloat16)
+    grad = (torch.randn(32, 48, generator=gen) * 1e-3).to(torch.bfloat16)
+    with ao.float8_gemm_operands() as seen:
+        probes.run_torchao_linear(recipe, x, w, grad, emulate=True)
+    bad = [line for line in gemm_operand_mismatches(RECIPES[recipe], seen, x, w, grad) if line.startswith(gemm)]
+    assert not bad, f"{recipe}: " + "; ".join(bad)

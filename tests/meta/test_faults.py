@@ -32,6 +32,7 @@ from tests import fsdp_checks, scaled_mm_checks
 from tests.conformance_checks import (
     decode_mismatches,
     delayed_mismatch,
+    gemm_operand_mismatches,
     layout_mismatches,
     recipe_table_diffs,
     scale_inputs,
@@ -335,6 +336,29 @@ def test_input_space_fault_is_caught(fault):
 def test_the_input_space_checks_pass_the_real_thing():
     assert not layout_mismatches(lambda v: encode(v.contiguous(), E4M3FN), torch.randn(64, 96) * 40, E4M3FN)
     assert not decode_mismatches(lambda c: decode(c, E4M3FN).half(), E4M3FN, torch.float16)
+
+
+# --- Float8Linear's GEMMs one by one, through tests/conformance_checks.gemm_operand_mismatches ------
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize("gemm", ["output", "grad_input", "grad_weight"])
+def test_a_gemm_whose_operand_cast_changed_is_caught_alone(gemm):
+    """torchao's real operands held to a recipe whose one GEMM's A operand changed format (what a
+    changed call site in torchao would look like from the other side): that GEMM alone fails."""
+    from fp8ref.harness import probes
+    from fp8ref.harness import torchao_compat as ao
+
+    gen = torch.Generator().manual_seed(3)
+    x, w = (torch.randn(32, 64, generator=gen) * 3).bfloat16(), (torch.randn(48, 64, generator=gen) / 4).bfloat16()
+    grad = (torch.randn(32, 48, generator=gen) * 1e-3).bfloat16()
+    with ao.float8_gemm_operands() as seen:
+        probes.run_torchao_linear("tensorwise", x, w, grad, emulate=True)
+    recipe = RECIPES["tensorwise"]
+    assert not gemm_operand_mismatches(recipe, seen, x, w, grad)
+    old = getattr(recipe, gemm)
+    flipped = dataclasses.replace(old.a, fmt=E5M2 if old.a.fmt == E4M3FN else E4M3FN)
+    broken = dataclasses.replace(recipe, **{gemm: dataclasses.replace(old, a=flipped)})
+    bad = gemm_operand_mismatches(broken, seen, x, w, grad)
+    assert bad and all(line.startswith(gemm) for line in bad), bad
 
 
 def test_the_catch_rate_over_every_injected_fault(record_observation):
