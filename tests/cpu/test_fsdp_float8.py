@@ -7,7 +7,8 @@ tests/scripts/fsdp_float8.py beside the other tests (tests/plugins/beside.py).
 Guards the regressions that shipped in torchao's FSDP float8 path: a weight scale computed from a
 rank's shard instead of the full weight (a missing all-reduce of the amax), a cached all-gather
 buffer or precomputed scale not refreshed after the optimizer step, an all-gather that silently
-carries bf16 instead of float8."""
+carries bf16 instead of float8. Float8 tensor parallel (``Float8ColwiseParallel``,
+``Float8RowwiseParallel``) runs in the same process group."""
 
 import pytest
 import torch
@@ -24,7 +25,8 @@ pytestmark = pytest.mark.needs("torchao")
 
 
 def run_beside(folder):
-    """The unsharded run, FSDP2 over one rank and over two, and a float8-only FSDP group."""
+    """The unsharded run, FSDP2 over one rank and over two, a float8-only FSDP group, and float8
+    tensor parallel over two ranks."""
     return {"fsdp": script("fsdp_float8.py", str(folder / "fsdp.pt"))}
 
 
@@ -104,3 +106,45 @@ def test_a_float8_only_fsdp_group_over_two_ranks(results, record_observation):
         record_observation(f"FSDP2 float8-only group on gloo, 2 ranks ({versions})", "runs")
         diffs = run_differences(run, results["unsharded_without_bias"])
         assert not diffs, f"float8-only group (rank {rank}):\n" + "\n".join(diffs)
+
+
+def _accumulation_bound(a_hp: torch.Tensor, b_hp: torch.Tensor, gemm) -> torch.Tensor:
+    """Two float32 accumulations of the same exact FP8 products in different orders (one pass,
+    or two partial sums over the ranks then an all-reduce) differ by at most 2 (K + 1) 2^-24 m,
+    m = sum |a||b| over the recipe's casts of the operands (contraction-last)."""
+    from fp8ref.reference.emulate import cast_operand
+
+    a, b = cast_operand(a_hp, gemm.a).double(), cast_operand(b_hp, gemm.b).double()
+    return 2 * (a.shape[1] + 1) * 2.0**-24 * (a.abs() @ b.abs().t())
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_tensor_parallel_float8_matches_unsharded(results, rank, record_observation):
+    """Float8ColwiseParallel then Float8RowwiseParallel over two ranks (gloo): weight gradients
+    bitwise (each rank computes its own slice the unsharded way, from casts whose tensorwise
+    scales are the full tensors'); the output and the input gradient, which sum partial products
+    over the ranks, within the bound of two float32 summation orders. Where TP float8 is
+    refused, the refusal is recorded instead."""
+    from fp8ref.reference.recipes import RECIPES
+
+    run, ref = results["ranks"][rank]["tp2"], results["tp_reference"]
+    versions = f"torch {results['versions']['torch']}, torchao {results['versions']['torchao']}"
+    if "error" in run:
+        record_observation(f"float8 tensor parallel on gloo, 2 ranks ({versions})", f"refused: {run['error']}")
+        assert run["error"].startswith("RuntimeError"), run.get("traceback", run["error"])
+        return
+    record_observation(f"float8 tensor parallel on gloo, 2 ranks ({versions})", "runs")
+    for name, want in ref["grads"].items():
+        assert torch.equal(run["grads"][name], want), f"rank {rank}: gradient of {name} differs"
+    recipe = RECIPES["tensorwise"]
+    checks = {
+        "output": (run["out"], ref["out"], _accumulation_bound(ref["hidden"], ref["w2"], recipe.output)),
+        "grad_input": (
+            run["grad_x"],
+            ref["grad_x"],
+            _accumulation_bound(ref["grad_hidden"], ref["w1"].t(), recipe.grad_input),
+        ),
+    }
+    for what, (got, want, bound) in checks.items():
+        err = (got.double() - want.double()).abs()
+        assert bool((err <= bound).all()), f"rank {rank} {what}: max excess {(err - bound).max().item():.3e}"

@@ -11,7 +11,10 @@ What runs, in one process group of two ranks (torch.multiprocessing, a rendezvou
 - ``fsdp2``: sharded over both ranks; every rank gets the same batch, so the reduce-scatter's mean
   of identical gradients is exact and the run can match the unsharded one bitwise;
 - ``fsdp2_float8_only``: both ranks, each Linear without bias, so an FSDP group holds float8
-  weights alone (with torch 2.13 + torchao 0.18, gloo refuses that all-gather).
+  weights alone (with torch 2.13 + torchao 0.18, gloo refuses that all-gather);
+- ``tp2``: tensor parallel over both ranks, the first Linear ``Float8ColwiseParallel``, the
+  second ``Float8RowwiseParallel`` (no bias), one forward and backward, against ``tp_reference``
+  (the same model unsharded, with the hidden activation and its gradient recorded for bounds).
 Each sharded run records its losses, final weights and gradients, every float8 all-gather's
 output (the uint8 codes and the scale torchao's ``fsdp_post_all_gather`` receives; whether FSDP
 passed a reused buffer), and the scales ``precompute_float8_dynamic_scale_for_fsdp`` set after each
@@ -123,6 +126,59 @@ def sharded_run(name: str, bias: bool, mesh, steps: int, rank: int) -> dict:
     return out
 
 
+def tp_problem() -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(2)
+    return torch.randn(BATCH, D_IN, generator=gen), torch.randn(BATCH, D_OUT, generator=gen)
+
+
+def tp_reference() -> dict:
+    """The unsharded no-bias model, one forward and backward, with the hidden activation (the
+    second Linear's input) and its gradient."""
+    model = build(False)
+    x, grad = tp_problem()
+    x.requires_grad_()
+    seen: dict = {}
+
+    def keep(module, args, output):
+        seen["hidden"] = args[0].detach().clone()
+        args[0].register_hook(lambda g: seen.__setitem__("grad_hidden", g.detach().clone()))
+
+    model[2].register_forward_hook(keep)
+    out = model(x)
+    out.backward(grad)
+    return {
+        "out": out.detach(),
+        "grad_x": x.grad.detach(),
+        "w1": model[0].weight.detach(),
+        "w2": model[2].weight.detach(),
+        "grads": {n: p.grad.detach() for n, p in model.named_parameters()},
+        **seen,
+    }
+
+
+def tp_run(mesh) -> dict:
+    from torch.distributed.tensor.parallel import parallelize_module
+    from torchao.float8.float8_tensor_parallel import Float8ColwiseParallel, Float8RowwiseParallel
+
+    try:
+        model = build(False)
+        parallelize_module(model, mesh, {"0": Float8ColwiseParallel(), "2": Float8RowwiseParallel()})
+        x, grad = tp_problem()
+        x.requires_grad_()
+        out = model(x)
+        out.backward(grad)
+        return {
+            "out": _full(out),
+            "grad_x": _full(x.grad),
+            "grads": {n: _full(p.grad) for n, p in model.named_parameters()},
+        }
+    except Exception as exc:  # noqa: BLE001 - recorded: the test decides whether it is a refusal
+        return {
+            "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
+            "traceback": traceback.format_exc()[-3000:],
+        }
+
+
 def worker(rank: int, world: int, rendezvous: str, steps: int, out_dir: str) -> None:
     from torch.distributed.device_mesh import DeviceMesh
 
@@ -138,6 +194,8 @@ def worker(rank: int, world: int, rendezvous: str, steps: int, out_dir: str) -> 
     results["fsdp2"] = sharded_run("fsdp2", True, both, steps, rank)
     dist.barrier()
     results["fsdp2_float8_only"] = sharded_run("fsdp2_float8_only", False, both, steps, rank)
+    dist.barrier()
+    results["tp2"] = tp_run(both)
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.destroy_process_group()
 
@@ -160,6 +218,7 @@ def main(out: str, steps: int = 3) -> None:
         {
             "unsharded": reference,
             "unsharded_without_bias": without_bias,
+            "tp_reference": tp_reference(),
             "ranks": ranks,
             "steps": steps,
             "versions": {"torch": torch.__version__, "torchao": __import__("torchao").__version__},
