@@ -91,6 +91,18 @@ def test_precomputed_scales_are_the_reference_scales(results, rank, name):
     assert not diffs, f"{name} (rank {rank}):\n" + "\n".join(diffs)
 
 
+def _refused(run: dict, what: str, results: dict, record_observation) -> bool:
+    """Record whether ``what`` ran on gloo with two ranks; True when the install refused it (an
+    error raised inside torch's collectives: a RuntimeError), which is then its recorded answer."""
+    versions = f"torch {results['versions']['torch']}, torchao {results['versions']['torchao']}"
+    record_observation(
+        f"{what} on gloo, 2 ranks ({versions})", f"refused: {run['error']}" if "error" in run else "runs"
+    )
+    if "error" in run:
+        assert run["error"].startswith("RuntimeError"), run.get("traceback", run["error"])
+    return "error" in run
+
+
 def test_a_float8_only_fsdp_group_over_two_ranks(results, record_observation):
     """An FSDP group that holds float8 weights alone (no bias beside them) over two ranks:
     implementation-defined. gloo refuses its all-gather with torch 2.13 + torchao 0.18
@@ -98,12 +110,8 @@ def test_a_float8_only_fsdp_group_over_two_ranks(results, record_observation):
     unsharded model bitwise."""
     for rank in (0, 1):
         run = results["ranks"][rank]["fsdp2_float8_only"]
-        versions = f"torch {results['versions']['torch']}, torchao {results['versions']['torchao']}"
-        if "error" in run:
-            record_observation(f"FSDP2 float8-only group on gloo, 2 ranks ({versions})", f"refused: {run['error']}")
-            assert run["error"].startswith("RuntimeError"), run.get("traceback", run["error"])
+        if _refused(run, "FSDP2 float8-only group", results, record_observation):
             continue
-        record_observation(f"FSDP2 float8-only group on gloo, 2 ranks ({versions})", "runs")
         diffs = run_differences(run, results["unsharded_without_bias"])
         assert not diffs, f"float8-only group (rank {rank}):\n" + "\n".join(diffs)
 
@@ -128,12 +136,8 @@ def test_tensor_parallel_float8_matches_unsharded(results, rank, record_observat
     from fp8ref.reference.recipes import RECIPES
 
     run, ref = results["ranks"][rank]["tp2"], results["tp_reference"]
-    versions = f"torch {results['versions']['torch']}, torchao {results['versions']['torchao']}"
-    if "error" in run:
-        record_observation(f"float8 tensor parallel on gloo, 2 ranks ({versions})", f"refused: {run['error']}")
-        assert run["error"].startswith("RuntimeError"), run.get("traceback", run["error"])
+    if _refused(run, "float8 tensor parallel", results, record_observation):
         return
-    record_observation(f"float8 tensor parallel on gloo, 2 ranks ({versions})", "runs")
     for name, want in ref["grads"].items():
         assert torch.equal(run["grads"][name], want), f"rank {rank}: gradient of {name} differs"
     recipe = RECIPES["tensorwise"]
