@@ -31,6 +31,27 @@ def _impl(name, fmt, skip_unless):
     return impl
 
 
+def _xfail_if_only_ml_dtypes_e8m0_below_float32_normals(impl, x, fmt, report) -> None:
+    """ml_dtypes 0.7 casts E8M0 of values between 2^-127 and 2^-126 (float32 subnormals) to the
+    nearest power of two, 2^-127; torch (2.13) and ml_dtypes 0.6 give 2^-126, and so does the
+    codec. A known difference of the second oracle, narrowly: it excuses a failed report only when
+    the implementation is ml_dtypes >= 0.7, the format E8M0, and every in-range mismatch such an
+    input; any other mismatch still fails."""
+    if report.ok or fmt.name != "e8m0fnu" or not impl.name == "ml_dtypes":
+        return
+    if tuple(int(p) for p in impl.version.split(".")[:2]) < (0, 7):
+        return
+    from fp8ref.harness.conformance import classify
+
+    flat = x.reshape(-1)
+    bad = classify(flat, fmt)["in_range"] & (impl.cast(flat).reshape(-1) != encode(flat, fmt))
+    if not report.nan_not_nan and not report.mode_mismatches and bool((flat[bad].float().abs() < 2.0**-126).all()):
+        pytest.xfail(
+            f"known ml_dtypes {impl.version} difference: E8M0 of {int(bad.sum())} values between 2^-127 and "
+            "2^-126 rounds to 2^-127 (nearest) where torch 2.13, ml_dtypes 0.6 and fp8ref's codec give 2^-126"
+        )
+
+
 IMPLS = ["torch", "ml_dtypes"]
 CASES = [
     pytest.param(f, i, id=f"{f.name}-{i}", marks=[pytest.mark.needs("ml_dtypes")] if i == "ml_dtypes" else [])
@@ -48,6 +69,7 @@ def test_all_16bit_patterns_cast_like_the_codec(fmt, impl_name, dtype, record_ca
     report = check_cast(impl, x, fmt, f"all {dtype}".replace("torch.", ""))
     record_cast_report(report)
     assert sum(report.counts.values()) == 1 << 16
+    _xfail_if_only_ml_dtypes_e8m0_below_float32_normals(impl, x, fmt, report)
     assert report.ok, report.failure_message()
 
 
@@ -84,6 +106,7 @@ def test_float32_structured_inputs_cast_like_the_codec(fmt, impl_name, inputs, r
     x = float32_structured_inputs(fmt)[inputs]
     report = check_cast(impl, x, fmt, f"float32 {inputs}")
     record_cast_report(report)
+    _xfail_if_only_ml_dtypes_e8m0_below_float32_normals(impl, x, fmt, report)
     assert report.ok, report.failure_message()
 
 
