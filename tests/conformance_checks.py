@@ -115,15 +115,16 @@ def same_bits(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
 
 def decode_mismatches(
     codes_to: Callable[[torch.Tensor], torch.Tensor], fmt: FloatFormat, target: torch.dtype
-) -> list[int]:
-    """The codes (of all 256) whose decode to ``target`` by ``codes_to`` (uint8 codes -> target
-    tensor) is not the format's exact value rounded once to ``target``."""
+) -> list[str]:
+    """One line per code (of all 256) whose decode to ``target`` by ``codes_to`` (uint8 codes ->
+    target tensor) is not the format's exact value rounded once to ``target``."""
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     got = codes_to(codes)
-    want = decode(codes, fmt).double().to(target)
     if got.dtype != target:
-        return list(range(256))
-    return (~same_bits(got, want)).nonzero().flatten().tolist()
+        return [f"decoded to {got.dtype}, not {target}"]
+    want = decode(codes, fmt).double().to(target)
+    bad = (~same_bits(got, want)).nonzero().flatten().tolist()
+    return [f"0x{c:02x}: expected {want[c].item()!r}, got {got[c].item()!r}" for c in bad]
 
 
 def gemm_operand_mismatches(

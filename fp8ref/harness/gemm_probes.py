@@ -22,6 +22,7 @@ from __future__ import annotations
 import torch
 
 from ..reference.validate import boolean, instance, one_of
+from .refusals import attempt
 
 __all__ = [
     "PROBE_K",
@@ -192,8 +193,6 @@ def scale_forms_and_shapes(device: str = "cpu") -> dict[str, str]:
     install's ``refused: ...``. Keys: ``tensorwise.<form>`` (0-d, one-element 1-D, 1x1),
     ``rowwise.<form>`` ((M,1)x(1,N), (M,)x(N,), (M,1)x(N,1)) and ``shape.<which dim>`` (M, K or N
     not a multiple of 16)."""
-    from .refusals import attempt
-
     m, k, n = 32, 64, 48
     rows = torch.linspace(0.5, 3.0, m, dtype=torch.float64)
     cols = torch.linspace(0.25, 2.0, n, dtype=torch.float64)

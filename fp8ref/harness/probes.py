@@ -66,17 +66,11 @@ def scaled_mm_scaling(scaling: str, out_dtype: torch.dtype = torch.bfloat16, dev
     device_kind(device)  # validates
     if not hasattr(torch, "_scaled_mm"):
         return f"missing: torch {torch.__version__} has no torch._scaled_mm"
-    if scaling in ("mxfp4", "nvfp4") and not hasattr(torch, "float4_e2m1fn_x2"):
-        return f"missing: torch {torch.__version__} has no float4_e2m1fn_x2"
+    if scaling in ("mxfp4", "nvfp4"):
+        return fp4_scaled_mm(scaling, "torch._scaled_mm", out_dtype, device)
     M, K, N = (32, 64, 48) if scaling in ("tensorwise", "rowwise") else (128, 256, 128)
 
     def call():
-        if scaling in ("mxfp4", "nvfp4"):
-            from . import fp4_gemm
-
-            codes = torch.full((M, K), 2, dtype=torch.uint8)  # E2M1 1.0
-            one = fp4_gemm.unit_scales(scaling, M, K)
-            return fp4_gemm.scaled_mm(scaling, codes, one, codes, one, out_dtype, device)
         gen = torch.Generator().manual_seed(0)
         a_dtype, b_dtype = operand_dtypes(out_dtype)  # E4M3 x E5M2 for an E5M2 output
         a = torch.randn(M, K, generator=gen).to(a_dtype).to(device)

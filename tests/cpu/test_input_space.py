@@ -39,10 +39,7 @@ def test_every_code_decodes_to_every_target(fmt, target, spelling, skip_unless):
         return fp8.to(target) if spelling == "to" else getattr(fp8, METHODS[target])()
 
     bad = decode_mismatches(codes_to, fmt, target)
-    want = decode(torch.arange(256, dtype=torch.int32).to(torch.uint8), fmt).double().to(target)
-    assert not bad, f"{fmt.name} -> {target} via {spelling}: " + ", ".join(
-        f"0x{c:02x}: expected {want[c].item()!r}" for c in bad[:8]
-    )
+    assert not bad, f"{fmt.name} -> {target} via {spelling}: " + ", ".join(bad[:8])
 
 
 @pytest.mark.parametrize("source", [torch.float32, torch.bfloat16, torch.float16], ids=str)

@@ -107,7 +107,13 @@ def fresh_install_answers():
     """install's answers are cached per process; a test that changes the install clears them."""
 
     def clear():
-        for fn in (probes.scaled_mm_scaling, probes.torchao_float8, probes.torchao_recipe, probes.torch_dtype):
+        for fn in (
+            probes.scaled_mm_scaling,
+            probes.fp4_scaled_mm,
+            probes.torchao_float8,
+            probes.torchao_recipe,
+            probes.torch_dtype,
+        ):
             fn.cache_clear()
 
     clear()
