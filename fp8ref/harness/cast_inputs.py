@@ -13,6 +13,7 @@ __all__ = [
     "all_16bit_inputs",
     "float32_structured_inputs",
     "float64_double_rounding_inputs",
+    "definition_input_classes",
     "training_tensor_with",
     "f32_bits",
     "f32_from_bits",
@@ -146,3 +147,47 @@ def training_tensor_with(special: str) -> torch.Tensor:
     if special not in value:
         raise ValueError(f"special: expected one of {sorted(value)}, got {special!r}")
     return torch.tensor([[1.0, 2.0, value[special], -3.0], [0.5, 0.25, 1.0, 2.0]], dtype=torch.bfloat16)
+
+
+def _f32_patterns(bits: torch.Tensor) -> torch.Tensor:
+    return bits.to(torch.int64).bitwise_and(0xFFFFFFFF).to(torch.int32).view(torch.float32)
+
+
+def definition_input_classes(fmt: str | FloatFormat, *, full: bool = False) -> dict[str, torch.Tensor]:
+    """The inputs on which the codec is proved against the definition (``reference.definition``),
+    by class; NaN inputs left out of a format without NaN (neither has a code for them):
+
+    - ``bf16 patterns``, ``f16 patterns``: all 65,536 of each;
+    - ``f32 subnormals``: float32 subnormals of both signs. Where the format's range reaches
+      below 2^-126 (E8M0: 2^-127) every one of them with ``full`` (2 x (2^23 - 1)), else every
+      97th plus every pattern within 64 of the points that decide that range (2^-128, 2^-127,
+      1.5 x 2^-127, 2^-126); for the other formats (where they all round to zero) every 4099th;
+    - ``f32 boundaries``: every value, every midpoint (also the one above max) and one float32
+      ulp either side of each, the overflow ladder, the subnormal grid, the specials;
+    - ``f32 random``: uniformly random float32 bit patterns (2^16, or 2^22 with ``full``), seeded.
+    """
+    fmt = get_format(fmt)
+    classes = {
+        "bf16 patterns": all_16bit_inputs(torch.bfloat16),
+        "f16 patterns": all_16bit_inputs(torch.float16),
+    }
+    if fmt.min_subnormal < 2.0**-126:
+        step = 1 if full else 97
+        sub = torch.arange(1, 1 << 23, step, dtype=torch.int64)
+        if not full:
+            edges = torch.tensor([1 << 21, 1 << 22, 3 << 21, (1 << 23) - 1], dtype=torch.int64)
+            near = (edges[:, None] + torch.arange(-64, 65, dtype=torch.int64)[None, :]).reshape(-1)
+            sub = torch.unique(torch.cat([sub, near.clamp(1, (1 << 23) - 1)]))
+    else:
+        sub = torch.arange(1, 1 << 23, 4099, dtype=torch.int64)
+    classes["f32 subnormals"] = _f32_patterns(torch.cat([sub, sub | (1 << 31)]))
+    structured = float32_structured_inputs(fmt)
+    values = structured["representable"]
+    around = f32_bits(values[torch.isfinite(values)])
+    classes["f32 boundaries"] = torch.cat([*structured.values(), f32_from_bits(around - 1), f32_from_bits(around + 1)])
+    gen = torch.Generator().manual_seed(28)
+    n = 1 << (22 if full else 16)
+    classes["f32 random"] = _f32_patterns(torch.randint(0, 1 << 32, (n,), generator=gen, dtype=torch.int64))
+    if not fmt.has_nan:
+        classes = {k: v[~torch.isnan(v.float())] for k, v in classes.items()}
+    return classes

@@ -26,7 +26,7 @@ import torch
 
 from ..reference.formats import select
 from ..reference.recipes import TORCHAO_RECIPES
-from . import install, probes
+from . import deviations, install, probes
 from .cast_inputs import all_16bit_inputs, training_tensor_with
 from .conformance import check_cast, float64_rounding
 from .implementations import torch_cast
@@ -309,6 +309,18 @@ def _probe_torchao_narrow(device: str) -> dict:
                     device=device,
                 )
             )
+    for mode in ("floor", "rceil"):  # which scale a block holding inf/NaN gets: the spec leaves it open
+        key = f"torchao.mx.{mode}.special_block_scale"
+
+        def special_probe(mode=mode, key=key):
+            words = []
+            for special in ("inf", "-inf", "nan"):
+                xs = torch.ones(1, 32, device=device)
+                xs[0, 5] = float(special)
+                words.append(f"{special} 0x{int(ao.to_mx(xs, 'e4m3fn', 32, mode)[0].reshape(-1)[0]):02x}")
+            return {key: " ".join(words)}
+
+        out.update(_isolated([key], special_probe, device=device))
     for level in ("single", "two"):
         key = f"torchao.digest.nvfp4.{level}"
 
@@ -352,6 +364,13 @@ def _probe_special_casts(device: str) -> dict:
                 device=device,
             )
         )
+    for d in deviations.DEVIATIONS:
+        impl = torch_cast(d.fmt, device)
+        if impl is not None:
+            key = f"cast.{d.fmt.name}.deviation.{d.key}"
+            out.update(
+                _isolated([key], lambda impl=impl, d=d, key=key: {key: deviations.observe(impl, d)}, device=device)
+            )
     impl = torch_cast("e8m0fnu", device)
     if impl is not None:
         ties = torch.tensor([1.5, 0.75, 3 * 2.0**-128, 0.0], dtype=torch.float32)

@@ -8,7 +8,8 @@ scaled FP8 matmul or torchao. The only torch used is integer arithmetic on the i
 float32 bit pattern and table look-ups.
 
 How the rounding works (``_encode_exact``): a finite |x| in float32 is ``sig x 2^(ue - 23)``
-with a 24-bit integer significand ``sig``. The target keeps ``man_bits`` fraction bits at
+with a 24-bit integer significand ``sig`` whose top bit is set (a float32 subnormal is normalised
+first, so its ``ue`` is its true exponent, down to -149). The target keeps ``man_bits`` fraction bits at
 exponent ``max(ue, emin)`` (below ``emin`` the format is subnormal), so we drop
 ``shift = 23 - man_bits + (max(ue, emin) - ue)`` low bits of ``sig`` with ties-to-even. The kept
 quotient ``q`` still carries the implicit bit, so the magnitude code is
@@ -24,8 +25,13 @@ Special values (decided here; this docstring is the one statement of the rules):
 - ``saturate=True``: finite overflow and +-inf -> +-max (the OCP OFP8 saturating conversion).
 - -0.0 -> 0x80 where the format has negative zero, else 0x00 (FNUZ formats have no -0).
 - E8M0FNU has no sign and no zero: negative numbers, -0.0 and 0.0 -> NaN (0xFF); positive values
-  below 2^-127 round to 2^-127 (the nearest value the format has); ties between two powers of
-  two (1.5 x 2^e) round up, which is what ties-to-even gives with zero mantissa bits.
+  below 2^-127 go to 2^-127 in every rounding mode (the only value the format has there).
+  Its tie rule: a tie between two powers of two (1.5 x 2^e) rounds *up*, away from zero. Why: both
+  neighbours have an empty (so even) mantissa, so IEEE 754's ties-to-even does not choose between
+  them; rounding the significand half-up is what ties-to-even on the significand ``1.1`` does (the
+  kept quotient, implicit bit included, is odd), what torch and ml_dtypes do, and what IEEE 754's
+  roundTiesToAway gives. gfloat picks the neighbour with the even exponent field instead, a
+  different reading of "even"; the suite leaves E8M0 ties out of its comparison with gfloat.
 - FP4/FP6 (E2M1FN, E2M3FN, E3M2FN) have neither inf nor NaN: overflow and +-inf always go to
   +-max (the OCP MX conversion saturates; there is nothing else to write), -0.0 -> the -0 code,
   and NaN is refused with a ValueError (the spec leaves it to the implementation; the suite
@@ -33,10 +39,16 @@ Special values (decided here; this docstring is the one statement of the rules):
 - UE4M3 (unsigned): negative values -> NaN (0x7F), -0.0 -> 0.
 
 Rounding modes: ``rne`` (the default and the only one the table paths serve), ``rtz`` (drop the
-bits; finite overflow gives max, as IEEE 754 rounds toward zero) and ``sr`` (stochastic: the kept
-value goes up one unit when a uniform 24-bit integer ``r`` satisfies ``r * 2^shift < rem * 2^24``,
-``rem`` being the ``shift`` dropped bits, i.e. with probability ``rem / 2^shift``). RTZ and SR
-run the exact algorithm.
+bits; finite overflow gives max, as IEEE 754 rounds toward zero) and ``sr`` (stochastic). SR's
+rule, by the definition: with ``lower <= |x| < upper`` the neighbours of |x| (``upper`` the value
+one unit above ``lower``, past max when |x| is above max) and ``p = (|x| - lower) / (upper - lower)``,
+the result goes up when a uniform 24-bit integer ``r`` satisfies ``r < p * 2^24``. So it goes up
+with probability ``ceil(p * 2^24) / 2^24``: exactly ``p`` whenever ``p * 2^24`` is an integer,
+which holds for every float16 input and every input at most ``man_bits + 1`` binades below the
+smallest normal; a smaller non-zero input goes up with a probability rounded up to a multiple of
+2^-24 (at least 2^-24).
+Going up past max is an overflow, treated as RNE's. ``encode(..., random_bits=r)`` takes the
+``r`` of each element instead of drawing them. RTZ and SR run the exact algorithm.
 
 Packing (``pack_fp4``): two FP4 codes per byte, the even-indexed element in the low nibble.
 
@@ -110,18 +122,28 @@ def decode(codes: torch.Tensor, fmt: str | FloatFormat) -> torch.Tensor:
 # --------------------------------------------------------------------------------------------
 # encode: the exact, element-wise-vectorized algorithm
 # --------------------------------------------------------------------------------------------
+_SR_BITS = 24  # random bits per stochastic rounding
+_MAX_SHIFT = 2 * _SR_BITS
+
+
 def _round_up(
     q: torch.Tensor, rem: torch.Tensor, shift: torch.Tensor, rounding: Rounding, rand: torch.Tensor | None
 ) -> torch.Tensor:
     """Whether to add one unit to the kept quotient ``q``, given the dropped bits ``rem`` (of
-    ``shift`` bits). SR: ``rand`` holds uniform integers in [0, 2^24); round up with probability
-    rem / 2^shift (exact for shift <= 24; below that the input is far under half the smallest
-    subnormal and the probability is rounded up to a multiple of 2^-24)."""
+    ``shift`` bits). SR: ``rand`` holds uniform integers r in [0, 2^24); round up when
+    r < (rem / 2^shift) * 2^24 (module docstring)."""
     if rounding == Rounding.RTZ:
         return torch.zeros_like(q, dtype=torch.bool)
     if rounding == Rounding.SR:
         assert rand is not None  # stochastic rounding is always given its random bits
-        return (rand << shift) < (rem << 24)
+        # r < (rem / 2^shift) * 2^24, in integers without overflow: r * 2^(shift - 24) < rem when
+        # more than 24 bits are dropped, else r < rem * 2^(24 - shift)
+        wide = shift > _SR_BITS
+        return torch.where(
+            wide,
+            (rand << (shift - _SR_BITS).clamp(min=0)) < rem,
+            rand < (rem << (_SR_BITS - shift).clamp(min=0)),
+        )
     half = 1 << (shift - 1)
     return (rem > half) | ((rem == half) & ((q & 1) == 1))
 
@@ -141,14 +163,19 @@ def _encode_exact(
     is_inf = a == 0x7F800000
     e32 = a >> 23
     frac = a & 0x7FFFFF
-    # significand with its implicit bit; float32 subnormals have exponent -126 and none
-    sig = torch.where(e32 > 0, frac | (1 << 23), frac)
-    ue = torch.where(e32 > 0, e32 - 127, torch.full_like(e32, -126))
+    # x = sig * 2^(ue - 23) with a 24-bit significand whose top bit is set. A float32 subnormal
+    # (frac * 2^-149) is normalised to its true exponent, below float32's -126: a format whose
+    # smallest exponent is below -126 (E8M0: -127) rounds it on its own grid, not float32's.
+    lead = torch.frexp(frac.to(torch.float64))[1].to(torch.int64) - 1  # top set bit of frac (exact)
+    sig = torch.where(e32 > 0, frac | (1 << 23), frac << (23 - lead).clamp(0, 23))
+    ue = torch.where(e32 > 0, e32 - 127, lead - 149)
 
     m = fmt.man_bits
     ue_c = ue.clamp(min=fmt.emin)
-    # bits to drop; 25 or more drops everything (sig < 2^24) so clamp keeps shifts in range
-    shift = (23 - m + (ue_c - ue)).clamp(max=26)
+    # bits to drop. 25 or more drop everything (sig < 2^24): RNE and RTZ give 0 there, and SR's
+    # rule reads the same for every shift >= 48, so the clamp keeps shifts in int64 range and
+    # changes no result
+    shift = (23 - m + (ue_c - ue)).clamp(max=_MAX_SHIFT)
     q = sig >> shift
     rem = sig & ((1 << shift) - 1)
     up = _round_up(q, rem, shift, rounding, None if rand is None else rand.reshape(q.shape).to(torch.int64))
@@ -242,15 +269,18 @@ def encode(
     *,
     rounding: Rounding | str = Rounding.RNE,
     generator: torch.Generator | None = None,
+    random_bits: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Round ``x`` to ``fmt`` and return its codes (uint8, one code per byte, low bits).
 
     ``x``: float32, bfloat16 or float16 tensor (any shape, any device). ``saturate``: clamp
     finite overflow and +-inf to +-max instead of producing inf/NaN. ``rounding``: ``rne``
     (nearest, ties to even; the default), ``rtz`` (toward zero) or ``sr`` (stochastic: up with
-    probability equal to the dropped fraction of an ulp, drawing from ``generator``). See the
-    module docstring for NaN, zero, E8M0 and narrow-format rules. A NaN input to a format without
-    NaN (FP4/FP6) is a ValueError: those formats have no code for it.
+    probability equal to the dropped fraction of an ulp, drawing 24 random bits per element from
+    ``generator``, or taking them from ``random_bits``: an integer tensor of ``x``'s shape with
+    values in [0, 2^24)). See the module docstring for NaN, zero, E8M0 and narrow-format rules.
+    A NaN input to a format without NaN (FP4/FP6) is a ValueError: those formats have no code
+    for it.
     """
     fmt = get_format(fmt)
     tensor(x, "x", dtypes=SUPPORTED_INPUT_DTYPES)
@@ -258,25 +288,47 @@ def encode(
     rounding = choice(rounding, Rounding, "rounding")
     if generator is not None:
         instance(generator, torch.Generator, "generator", "a torch.Generator")
+    if random_bits is not None:
+        _check_random_bits(random_bits, x, rounding, generator)
     if not fmt.has_nan and bool(torch.isnan(x).any()):
         raise ValueError(f"x: {fmt.name} has no NaN; {int(torch.isnan(x).sum())} NaN input(s) cannot be encoded")
     if rounding != Rounding.RNE:
         rand = None
         if rounding == Rounding.SR:
-            rand = torch.randint(
-                0,
-                1 << 24,
-                x.shape,
-                generator=generator,
-                dtype=torch.int64,
-                device="cpu" if generator is None else generator.device,
-            ).to(x.device)
+            if random_bits is not None:
+                rand = random_bits.to(device=x.device, dtype=torch.int64)
+            else:
+                rand = torch.randint(
+                    0,
+                    1 << _SR_BITS,
+                    x.shape,
+                    generator=generator,
+                    dtype=torch.int64,
+                    device="cpu" if generator is None else generator.device,
+                ).to(x.device)
         return _encode_exact(x.float(), fmt, saturate, rounding, rand)
     if x.dtype == torch.float32:
         return _encode_f32_fast(x, fmt, saturate)
     table = _table_16bit(fmt, saturate, x.dtype).to(x.device)
     key = x.contiguous().view(torch.int16).to(torch.int32) & 0xFFFF
     return table[key]
+
+
+def _check_random_bits(
+    random_bits: torch.Tensor, x: torch.Tensor, rounding: Rounding, generator: torch.Generator | None
+) -> None:
+    if rounding != Rounding.SR:
+        raise ValueError(f"random_bits: only stochastic rounding ('sr') takes random bits, got rounding={rounding}")
+    if generator is not None:
+        raise ValueError("random_bits: give either random_bits or a generator, not both")
+    tensor(random_bits, "random_bits")
+    if random_bits.dtype.is_floating_point or random_bits.dtype.is_complex or random_bits.dtype == torch.bool:
+        raise TypeError(f"random_bits: expected an integer tensor, got {random_bits.dtype}")
+    if random_bits.shape != x.shape:
+        raise ValueError(f"random_bits: expected x's shape {tuple(x.shape)}, got {tuple(random_bits.shape)}")
+    if random_bits.numel() and (int(random_bits.min()) < 0 or int(random_bits.max()) >= 1 << _SR_BITS):
+        lo, hi = int(random_bits.min()), int(random_bits.max())
+        raise ValueError(f"random_bits: expected values in [0, 2^{_SR_BITS}), got [{lo}, {hi}]")
 
 
 def pack_fp4(codes: torch.Tensor) -> torch.Tensor:
@@ -306,6 +358,8 @@ def round_to_format(
     *,
     rounding: Rounding | str = Rounding.RNE,
     generator: torch.Generator | None = None,
+    random_bits: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``decode(encode(x))``: x rounded to the format, as float32."""
-    return decode(encode(x, fmt, saturate=saturate, rounding=rounding, generator=generator), fmt)
+    codes = encode(x, fmt, saturate=saturate, rounding=rounding, generator=generator, random_bits=random_bits)
+    return decode(codes, fmt)

@@ -1,6 +1,7 @@
 """What a run observed, kept per run and printed at its end: implementation-defined outcomes
-(``record_observation``), throughput rows (``record_throughput``) and cast conformance reports
-(``record_cast_report``). Under pytest-xdist each worker sends its share to the controller, so
+(``record_observation``), throughput rows (``record_throughput``), cast conformance reports
+(``record_cast_report``) and the reference's own comparisons with the definition and with gfloat
+(``record_oracle_report``). Under pytest-xdist each worker sends its share to the controller, so
 the sections read the same with and without ``-n``."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 _REPORTS_KEY = pytest.StashKey[list]()
 _OBSERVED_KEY = pytest.StashKey[dict]()
 _THROUGHPUT_KEY = pytest.StashKey[list]()
+_ORACLE_KEY = pytest.StashKey[list]()
 _WORKER_KEY = "fp8ref_sections"
 
 
@@ -20,6 +22,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_REPORTS_KEY] = []
     config.stash[_OBSERVED_KEY] = {}
     config.stash[_THROUGHPUT_KEY] = []
+    config.stash[_ORACLE_KEY] = []
 
 
 @pytest.fixture
@@ -39,6 +42,18 @@ def record_observation(request: pytest.FixtureRequest):
 
 
 @pytest.fixture
+def record_oracle_report(request: pytest.FixtureRequest):
+    """Keep one comparison of fp8ref with an oracle: a ``definition_check.DefinitionReport`` or any
+    object with its fields (oracle, fmt, inputs, mode, compared, mismatches)."""
+
+    def record(report) -> None:
+        fields = ("oracle", "fmt", "inputs", "mode", "compared", "mismatches")
+        request.config.stash[_ORACLE_KEY].append({k: getattr(report, k) for k in fields})
+
+    return record
+
+
+@pytest.fixture
 def record_cast_report(request: pytest.FixtureRequest):
     """Keep a conformance.CastReport for the end-of-session summary."""
     return request.config.stash[_REPORTS_KEY].append
@@ -52,6 +67,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 "observed": config.stash[_OBSERVED_KEY],
                 "throughput": config.stash[_THROUGHPUT_KEY],
                 "reports": [dataclasses.asdict(r) for r in config.stash[_REPORTS_KEY]],
+                "oracle": config.stash[_ORACLE_KEY],
             },
             default=str,
         )
@@ -69,6 +85,7 @@ def pytest_testnodedown(node, error) -> None:
     config = node.config
     config.stash[_OBSERVED_KEY].update(sections["observed"])
     config.stash[_THROUGHPUT_KEY].extend(sections["throughput"])
+    config.stash[_ORACLE_KEY].extend(sections.get("oracle", []))
     config.stash[_REPORTS_KEY].extend(CastReport(**r) for r in sections["reports"])
 
 
@@ -93,3 +110,33 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config)
         terminalreporter.section("FP8 cast conformance (observed on this install)")
         for line in summarize_reports(reports):
             terminalreporter.write_line(line)
+    oracle_rows = config.stash.get(_ORACLE_KEY, [])
+    if oracle_rows:
+        terminalreporter.section("fp8ref against the definition and gfloat")
+        for line in summarize_oracle_rows(oracle_rows):
+            terminalreporter.write_line(line)
+
+
+def summarize_oracle_rows(rows: list[dict]) -> list[str]:
+    """Per oracle: formats x input classes x modes and the inputs compared, then one line per
+    format with its classes' counts."""
+    lines = []
+    for oracle in sorted({r["oracle"] for r in rows}):
+        mine = [r for r in rows if r["oracle"] == oracle]
+        fmts = sorted({r["fmt"] for r in mine})
+        classes = sorted({r["inputs"] for r in mine})
+        modes = sorted({r["mode"] for r in mine})
+        compared = sum(r["compared"] for r in mine)
+        bad = sum(r["mismatches"] for r in mine)
+        lines.append(
+            f"{oracle}: {len(fmts)} formats x {len(classes)} input classes x {len(modes)} modes, "
+            f"{compared:,} inputs compared, {bad} mismatches"
+        )
+        for fmt in fmts:
+            per = {}
+            for r in mine:
+                if r["fmt"] == fmt:
+                    per[r["inputs"]] = per.get(r["inputs"], 0) + r["compared"]
+            counts = ", ".join(f"{k} {v:,}" for k, v in sorted(per.items()))
+            lines.append(f"  {fmt:9s} {counts}")
+    return lines

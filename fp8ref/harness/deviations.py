@@ -1,0 +1,96 @@
+"""Known deviations of implementations from the format definition, named and bounded.
+
+The definition decides (docs/design.md): when an implementation's cast differs from the codec and
+the codec is right by the definition (``reference.definition``, gfloat), only that implementation
+is excused, and only for exactly the inputs and the answer written here. Its mismatches are then
+counted as a deviation in its ``CastReport`` (printed at the end of the run) instead of failing
+the test, and the behaviour profile records which answer the install gives (``observe``), so an
+install that starts or stops deviating changes one pinned key. Any other mismatch still fails.
+
+Each entry says which implementations (by name: ``torch-cpu``, ``torch-cuda``, ``ml_dtypes``)
+showed it on which versions, and which did not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+
+from ..reference.codec import encode
+from ..reference.formats import E8M0FNU, FloatFormat
+from .implementations import Implementation
+
+__all__ = ["Deviation", "DEVIATIONS", "explain", "observe", "for_format"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Deviation:
+    key: str  # a short name, also the profile key's last part
+    fmt: FloatFormat
+    impls: tuple[str, ...]  # implementation-name prefixes it may excuse
+    what: str  # the deviation in one line: inputs, definition, their answer
+    seen: str  # the versions it was observed on, and those it was not
+    inputs: Callable[[torch.Tensor], torch.Tensor]  # mask: the inputs it concerns
+    answer: Callable[[torch.Tensor], torch.Tensor]  # the codes a deviating implementation gives there
+    probe: Callable[[], torch.Tensor]  # a few inputs that tell the two answers apart
+
+    def applies_to(self, impl: Implementation) -> bool:
+        return impl.name.startswith(self.impls)
+
+
+def _e8m0_band(x: torch.Tensor) -> torch.Tensor:
+    a = x.float()
+    return (a > 2.0**-127) & (a < 1.5 * 2.0**-127)
+
+
+E8M0_F32_SUBNORMAL_GRID = Deviation(
+    key="f32_subnormal_grid",
+    fmt=E8M0FNU,
+    impls=("torch", "ml_dtypes"),
+    what=(
+        "E8M0 of x in (2^-127, 1.5 x 2^-127) (float32 subnormals; bfloat16 0x0041-0x005F) gives 2^-126 "
+        "(0x01): rounded on float32's 2^-126 grid; the nearest value, by the definition, is 2^-127 (0x00)"
+    ),
+    seen="torch 2.13.0 (CPU), ml_dtypes 0.6.0; not ml_dtypes 0.7.0, gfloat 0.5.2 (they follow the definition)",
+    inputs=_e8m0_band,
+    answer=lambda x: torch.ones(x.shape, dtype=torch.uint8),
+    probe=lambda: torch.tensor([0x00400001, 0x00500000, 0x005FFFFF], dtype=torch.int32).view(torch.float32),
+)
+
+DEVIATIONS: tuple[Deviation, ...] = (E8M0_F32_SUBNORMAL_GRID,)
+
+
+def for_format(fmt: FloatFormat) -> tuple[Deviation, ...]:
+    return tuple(d for d in DEVIATIONS if d.fmt == fmt)
+
+
+def explain(
+    impl: Implementation, fmt: FloatFormat, x: torch.Tensor, got: torch.Tensor, bad: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, int]]:
+    """Of the mismatching inputs ``bad``, those a known deviation of ``impl`` explains (its inputs,
+    its answer), and how many per deviation."""
+    explained = torch.zeros_like(bad)
+    counts: dict[str, int] = {}
+    for d in for_format(fmt):
+        if not d.applies_to(impl) or not bool(bad.any()):
+            continue
+        mine = bad & d.inputs(x) & (got == d.answer(x))
+        n = int(mine.sum())
+        if n:
+            explained |= mine
+            counts[d.key] = n
+    return explained, counts
+
+
+def observe(impl: Implementation, d: Deviation) -> str:
+    """What ``impl`` gives on the deviation's probe inputs: ``definition``, ``deviates: <what>``,
+    or ``other: ...`` when it gives neither answer."""
+    x = d.probe()
+    got = impl.cast(x).reshape(-1)
+    if torch.equal(got, encode(x, d.fmt)):
+        return "definition"
+    if torch.equal(got, d.answer(x)):
+        return f"deviates: {d.what.split(':')[0]}"
+    return "other: codes " + " ".join(f"0x{int(c):02x}" for c in got)
