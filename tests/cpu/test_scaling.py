@@ -239,3 +239,20 @@ def test_bad_arguments_raise_clear_errors():
         mx_scale_exponent(torch.tensor(1.0), E4M3FN, "ceil")
     assert isinstance(quantize(x, "e4m3fn"), Quantized)
     assert compute_scale(x, E4M3FN).shape == ()
+
+
+def test_scales_of_float32_subnormal_values_follow_their_formulas():
+    """Where the codec once misread float32 subnormals, the scale formulas must not: power-of-two
+    rounding of a subnormal scale, and MX exponents of a subnormal amax (FLOOR and RCEIL), both
+    exact, checked against exact float64 arithmetic."""
+    bits = torch.tensor([1, 0x00012345, 0x00400000, 0x00400001, 0x005FFFFF, 0x007FFFFF], dtype=torch.int32)
+    v = bits.view(torch.float32)
+    want = torch.exp2(
+        torch.floor(torch.log2(v.double()))
+    )  # exact: log2 of these doubles is exact or far from an integer
+    assert torch.equal(round_down_to_pow2(v).double(), want)
+    for mode in ("floor", "rceil"):
+        e = mx_scale_exponent(v, E4M3FN, mode).double()
+        floor_e = torch.floor(torch.log2(v.double())) - E4M3FN.emax
+        exact = floor_e + (v.double() > E4M3FN.max * torch.exp2(floor_e)).double() if mode == "rceil" else floor_e
+        assert torch.equal(e, exact.clamp(-127, 127)), (mode, e.tolist(), exact.tolist())
