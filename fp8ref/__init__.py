@@ -1,7 +1,7 @@
 """fp8ref: a reference for FP8 training numerics, built from the format definitions.
 
 The package imports nothing from pytest. It has three layers, one folder each, and each imports
-only from the ones above it in this list (``tests/cpu/test_layers.py`` checks it):
+only from the ones above it in this list (``tests/cpu/tools/test_layers.py`` checks it):
 
 - ``fp8ref.reference``: the formats from their bits, the codec, scales, quantization, recipes,
   delayed scaling, emulated GEMMs and linears, metrics. torch and the standard library only; it

@@ -24,7 +24,7 @@ def _require_transformers() -> None:
     """transformers, or a clear error: missing (``MissingPackage``), or unusable because it imports
     torchao, which is installed but does not import with this torch (``ResourceUnavailable``)."""
     require("transformers", "the fine-tune comparison")
-    refusal = probes.torchao_float8()
+    refusal = probes.torchao_float8_refusal()
     if refusal is not None and refusal.startswith("refused"):
         raise ResourceUnavailable(
             f"transformers imports torchao, which is installed but does not import with "

@@ -97,7 +97,7 @@ def package_version(pkg: str) -> str | None:
         return None
     try:
         return importlib.import_module(pkg).__version__
-    except Exception:  # noqa: BLE001 - installed but unimportable: reported by torchao_float8()
+    except Exception:  # noqa: BLE001 - installed but unimportable: reported by probes.torchao_float8_refusal()
         return None
 
 

@@ -28,10 +28,13 @@ from .refusals import attempt
 
 __all__ = [
     "SCALED_MM_SCALINGS",
-    "torch_dtype",
-    "scaled_mm_scaling",
-    "torchao_float8",
-    "torchao_recipe",
+    "torch_dtype_refusal",
+    "scaled_mm_refusal",
+    "fp4_scaled_mm_refusal",
+    "fp4_gemm_api",
+    "fp4_gemm_refusal",
+    "torchao_float8_refusal",
+    "torchao_recipe_refusal",
     "run_torchao_linear",
 ]
 
@@ -42,7 +45,7 @@ SCALED_MM_SCALINGS = ("tensorwise", "rowwise", "blockwise", "mx", "mxfp4", "nvfp
 
 
 @functools.cache
-def torch_dtype(fmt: str | FloatFormat) -> str | None:
+def torch_dtype_refusal(fmt: str | FloatFormat) -> str | None:
     """None when this torch has the format's dtype, else ``'missing: torch X has no float8_...'``."""
     fmt = get_format(fmt)
     if fmt.torch_dtype() is None:
@@ -51,7 +54,7 @@ def torch_dtype(fmt: str | FloatFormat) -> str | None:
 
 
 @functools.cache
-def scaled_mm_scaling(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
+def scaled_mm_refusal(scaling: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
     """Does ``torch._scaled_mm`` take E4M3 operands with ``scaling`` scales on ``device``?
 
     The call is the layout the backends document: A (M, K) row-major, B (K, N) column-major (E4M3,
@@ -67,7 +70,7 @@ def scaled_mm_scaling(scaling: str, out_dtype: torch.dtype = torch.bfloat16, dev
     if not hasattr(torch, "_scaled_mm"):
         return f"missing: torch {torch.__version__} has no torch._scaled_mm"
     if scaling in ("mxfp4", "nvfp4"):
-        return fp4_scaled_mm(scaling, "torch._scaled_mm", out_dtype, device)
+        return fp4_scaled_mm_refusal(scaling, "torch._scaled_mm", out_dtype, device)
     M, K, N = (32, 64, 48) if scaling in ("tensorwise", "rowwise") else (128, 256, 128)
 
     def call():
@@ -93,7 +96,9 @@ def scaled_mm_scaling(scaling: str, out_dtype: torch.dtype = torch.bfloat16, dev
 
 
 @functools.cache
-def fp4_scaled_mm(kind: str, api: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
+def fp4_scaled_mm_refusal(
+    kind: str, api: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu"
+) -> str | None:
     """Does ``api`` (one of ``fp4_gemm.APIS``) run a ``kind`` (mxfp4, nvfp4) FP4 GEMM on ``device``?
     Asked with 128 x 256 x 128 ones and unit block scales in cuBLAS's layout."""
     from . import fp4_gemm
@@ -116,7 +121,7 @@ def fp4_gemm_api(kind: str, out_dtype: torch.dtype = torch.bfloat16, device: str
     FP4 GEMM on ``device``, or None when every one refuses."""
     from . import fp4_gemm
 
-    return next((api for api in fp4_gemm.APIS if fp4_scaled_mm(kind, api, out_dtype, device) is None), None)
+    return next((api for api in fp4_gemm.APIS if fp4_scaled_mm_refusal(kind, api, out_dtype, device) is None), None)
 
 
 def fp4_gemm_refusal(kind: str, out_dtype: torch.dtype = torch.bfloat16, device: str = "cpu") -> str | None:
@@ -126,11 +131,11 @@ def fp4_gemm_refusal(kind: str, out_dtype: torch.dtype = torch.bfloat16, device:
 
     if fp4_gemm_api(kind, out_dtype, device) is not None:
         return None
-    return "; ".join(f"{api}: {fp4_scaled_mm(kind, api, out_dtype, device)}" for api in fp4_gemm.APIS)
+    return "; ".join(f"{api}: {fp4_scaled_mm_refusal(kind, api, out_dtype, device)}" for api in fp4_gemm.APIS)
 
 
 @functools.cache
-def torchao_float8() -> str | None:
+def torchao_float8_refusal() -> str | None:
     """None when ``torchao.float8`` imports, ``'missing: ...'`` when torchao is not installed,
     ``'refused: ImportError: ...'`` when it is installed but does not import with this torch."""
     if importlib.util.find_spec("torchao") is None:
@@ -165,11 +170,11 @@ def run_torchao_linear(
 
 
 @functools.cache
-def torchao_recipe(recipe: str, device: str = "cpu") -> str | None:
+def torchao_recipe_refusal(recipe: str, device: str = "cpu") -> str | None:
     """Does torchao's float8 training run ``recipe`` forward and backward through
     ``torch._scaled_mm`` on ``device``? Asked with a bfloat16 Linear(64, 32) and 32 tokens."""
     one_of(recipe, TORCHAO_RECIPES, "recipe")
-    missing = torchao_float8()
+    missing = torchao_float8_refusal()
     if missing is not None:
         return missing
     gen = torch.Generator().manual_seed(0)

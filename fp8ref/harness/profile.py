@@ -148,13 +148,13 @@ def _probe_scaled_mm(device: str) -> dict:
     from . import gemm_probes
 
     out = {
-        f"scaled_mm.{scaling}.{tag}": probes.scaled_mm_scaling(scaling, dtype, device) or "ok"
+        f"scaled_mm.{scaling}.{tag}": probes.scaled_mm_refusal(scaling, dtype, device) or "ok"
         for scaling in probes.SCALED_MM_SCALINGS
         for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))
     }
     # FP4 through torch.nn.functional.scaled_mm, the API torch runs MXFP4 through on CUDA
     out |= {
-        f"f_scaled_mm.{kind}.{tag}": probes.fp4_scaled_mm(kind, "F.scaled_mm", dtype, device) or "ok"
+        f"f_scaled_mm.{kind}.{tag}": probes.fp4_scaled_mm_refusal(kind, "F.scaled_mm", dtype, device) or "ok"
         for kind in ("mxfp4", "nvfp4")
         for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float32, "f32"))
     }
@@ -216,7 +216,7 @@ def exact_linear_problem(device: str = "cpu") -> tuple[torch.Tensor, torch.Tenso
 
 
 def _probe_torchao(device: str) -> dict:
-    missing = probes.torchao_float8()
+    missing = probes.torchao_float8_refusal()
     if missing is not None:
         return {"torchao": missing.split(":", 1)[0] if missing.startswith("missing") else missing}
     from ..reference.scaling import axiswise, tensorwise
@@ -416,9 +416,9 @@ def compare_with_golden(
     path = golden_path(golden_dir, device)
     if not update and not path.exists():  # checked first: collecting takes tens of seconds on a GPU
         test = (
-            "tests/cpu/test_golden_profile.py"
+            "tests/cpu/tools/test_golden_profile.py"
             if device_kind(device) == "cpu"
-            else "tests/gpu/test_cuda_golden_profile.py"
+            else "tests/gpu/test_golden_profile.py"
         )
         return "missing", [
             f"no golden profile for device kind {device_kind(device)!r} ({path}); pin this one alone, on "
@@ -437,7 +437,7 @@ def compare_with_golden(
         return "unreadable", [
             f"the golden profile {exc}",
             "restore it from version control, or re-pin on purpose: "
-            "`pytest tests/cpu/test_golden_profile.py --fp8-update-golden`",
+            "`pytest tests/cpu/tools/test_golden_profile.py --fp8-update-golden`",
         ]
     lines = format_diff(pinned, now)
     return ("differs" if lines else "equal"), lines

@@ -28,8 +28,8 @@ from fp8ref.reference.delayed import DelayedScaling
 from fp8ref.reference.formats import E4M3FN, E5M2, E8M0FNU
 from fp8ref.reference.recipes import RECIPES
 from fp8ref.reference.scaling import EPS, amax, axiswise, compute_scale, round_down_to_pow2, tensorwise
-from tests import fsdp_checks, scaled_mm_checks
-from tests.conformance_checks import (
+from tests.common import fsdp_checks, scaled_mm_checks
+from tests.common.conformance_checks import (
     decode_mismatches,
     delayed_mismatch,
     gemm_operand_mismatches,
@@ -139,7 +139,7 @@ def test_the_sweeps_negative_e8m0_chunk_names_the_word_and_catches_a_mixture(wor
     assert not sweep_float32(broken, E8M0FNU, start, 1 << 20).ok
 
 
-# --- scales, through tests/conformance_checks.scale_mismatch -----------------------------------
+# --- scales, through tests/common/conformance_checks.scale_mismatch -----------------------------------
 def _no_eps_clamp(x, fmt, g, pow2):
     s = (fmt.max / amax(x, g).double()).float()
     return round_down_to_pow2(s) if pow2 else s
@@ -222,8 +222,8 @@ def test_delayed_scaling_on_the_latest_amax_is_caught():
     assert delayed_fault_caught()
 
 
-# --- _scaled_mm, through tests/scaled_mm_checks.excess -------------------------------------------
-# faults of tests/scaled_mm_checks.stand_in: bfloat16 keeps 7 mantissa bits of its partial sums
+# --- _scaled_mm, through tests/common/scaled_mm_checks.excess -------------------------------------------
+# faults of tests/common/scaled_mm_checks.stand_in: bfloat16 keeps 7 mantissa bits of its partial sums
 MM_FAULTS = {"divides by its scales": {"scales_inverted": True}, "accumulates in bfloat16": {"keep_bits": 7}}
 
 
@@ -243,7 +243,7 @@ def test_scaled_mm_fault_is_caught(fault):
     assert scaled_mm_excess(fault) is not None
 
 
-# --- FSDP2 float8 all-gather, through tests/fsdp_checks ------------------------------------------
+# --- FSDP2 float8 all-gather, through tests/common/fsdp_checks ------------------------------------------
 # A sharded run as tests/scripts/fsdp_float8.py records it, built here from two steps of weights,
 # with each fault as torchao's FSDP float8 path once had one.
 FSDP_FAULTS = ("scale from the rank's shard", "stale all-gather after the optimizer step", "bf16 on the wire")
@@ -288,7 +288,7 @@ def test_a_precomputed_scale_from_a_shard_is_caught():
     assert fsdp_checks.precomputed_scale_differences(broken, [steps[1], steps[1]])
 
 
-# --- the input space around a cast, through tests/conformance_checks and float64_rounding --------
+# --- the input space around a cast, through tests/common/conformance_checks and float64_rounding --------
 def _as_if_contiguous(view: torch.Tensor) -> torch.Tensor:
     """Reads a view's memory as if it were laid out contiguously from its offset (a kernel that
     ignores strides)."""
@@ -338,7 +338,7 @@ def test_the_input_space_checks_pass_the_real_thing():
     assert not decode_mismatches(lambda c: decode(c, E4M3FN).half(), E4M3FN, torch.float16)
 
 
-# --- Float8Linear's GEMMs one by one, through tests/conformance_checks.gemm_operand_mismatches ------
+# --- Float8Linear's GEMMs one by one, through tests/common/conformance_checks.gemm_operand_mismatches ------
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("gemm", ["output", "grad_input", "grad_weight"])
 def test_a_gemm_whose_operand_cast_changed_is_caught_alone(gemm):

@@ -1,6 +1,6 @@
 """The definition catches faults in the reference itself: stand-ins for the codec carrying mistakes
 it once had (or could have), run through ``definition_check`` on the same input classes as
-``tests/cpu/test_definition.py``. Each must be reported; a correct codec must pass.
+``tests/cpu/reference/test_definition.py``. Each must be reported; a correct codec must pass.
 
 - float32's grid for float32 subnormals: the input's exponent taken as float32's floor, -126, so
   E8M0 (whose smallest exponent is -127) rounds (2^-127, 1.5 x 2^-127) up to 2^-126 and SR goes up

@@ -15,7 +15,7 @@ the ``beside`` fixture::
     def test_help_exits_0(beside):
         assert beside("help").returncode == 0    # a subprocess.CompletedProcess
 
-(``tests/lane.py`` has the argv builders: ``fp8ref_cli``, ``fp8ref_main_each``, ``script``.)
+(``tests/common/beside.py`` has the argv builders: ``fp8ref_cli``, ``fp8ref_main_each``, ``script``.)
 
 How they run: in a one-process run, every process the collected tests need starts when
 collection ends, one after another on one core (the comparison first, on one thread), while the
@@ -37,8 +37,8 @@ import pytest
 
 from tests.plugins.gating import unmet_needs
 
-_LANE_KEY = pytest.StashKey[object]()
-_STARTED_KEY = pytest.StashKey[dict]()
+_QUEUE_KEY = pytest.StashKey[object]()
+_ALL_AT_ONCE_KEY = pytest.StashKey[dict]()
 _COMPARISON = "finetune tiny"
 
 
@@ -65,13 +65,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     import torch
 
-    from tests.lane import Lane, script
+    from tests.common.beside import OneAfterAnother, script
 
     modules = {item.module.__name__: item.module for item in readers if "beside" in item.fixturenames}
-    state = _Beside(Lane(), torch.get_num_threads(), set(modules))
-    config.stash[_LANE_KEY] = state
+    state = _Beside(OneAfterAnother(), torch.get_num_threads(), set(modules))
+    config.stash[_QUEUE_KEY] = state
     if any("finetune_tiny" in item.fixturenames for item in readers):
-        state.lane.submit(_COMPARISON, script("finetune_tiny.py"))
+        state.queue.submit(_COMPARISON, script("finetune_tiny.py"))
     for name, module in modules.items():
         folder = config._tmp_path_factory.mktemp(name.rsplit(".", 1)[-1])
         try:
@@ -80,20 +80,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             state.errors[name] = exc
             continue
         for job, (argv, kwargs) in jobs.items():
-            state.lane.submit(f"{name}:{job}", argv, **kwargs)
-    torch.set_num_threads(max(1, state.threads - 1))  # the lane's core
+            state.queue.submit(f"{name}:{job}", argv, **kwargs)
+    torch.set_num_threads(max(1, state.threads - 1))  # the queue's core
 
 
 @dataclasses.dataclass
 class _Beside:
-    lane: object  # tests.lane.Lane
-    threads: int  # torch's threads before the lane took a core
-    modules: set  # the modules whose run_beside processes run in the lane
+    queue: object  # tests.common.beside.OneAfterAnother
+    threads: int  # torch's threads before the queue took a core
+    modules: set  # the modules whose run_beside processes run in the queue
     errors: dict = dataclasses.field(default_factory=dict)  # module -> what its run_beside raised
 
     def restore_threads(self) -> None:
-        """All the lane's processes have ended: its core is the tests' again."""
-        if self.threads and self.lane.idle():
+        """All the queue's processes have ended: its core is the tests' again."""
+        if self.threads and self.queue.idle():
             import torch
 
             torch.set_num_threads(self.threads)
@@ -101,14 +101,14 @@ class _Beside:
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
-    state = item.config.stash.get(_LANE_KEY, None)
+    state = item.config.stash.get(_QUEUE_KEY, None)
     if state is not None:
         state.restore_threads()
 
 
-def _from_the_lane(config: pytest.Config, name: str):
-    state = config.stash[_LANE_KEY]
-    done = state.lane.result(name)
+def _from_the_queue(config: pytest.Config, name: str):
+    state = config.stash[_QUEUE_KEY]
+    done = state.queue.result(name)
     state.restore_threads()
     return done
 
@@ -118,17 +118,17 @@ def beside(request: pytest.FixtureRequest):
     """``beside(name)``: the ``subprocess.CompletedProcess`` of this module's
     ``run_beside(folder)[name]``, run beside the tests (above)."""
     config, module = request.config, request.module
-    state = config.stash.get(_LANE_KEY, None)
+    state = config.stash.get(_QUEUE_KEY, None)
     if state is not None and module.__name__ in state.errors:
         pytest.fail(f"{module.__name__}.run_beside raised {state.errors[module.__name__]!r}")
     if state is not None and module.__name__ in state.modules:
-        return lambda name: _from_the_lane(config, f"{module.__name__}:{name}")
-    started = config.stash.setdefault(_STARTED_KEY, {})
+        return lambda name: _from_the_queue(config, f"{module.__name__}:{name}")
+    started = config.stash.setdefault(_ALL_AT_ONCE_KEY, {})
     if module.__name__ not in started:  # xdist, or a module the collection did not foresee
-        from tests.lane import Started
+        from tests.common.beside import AllAtOnce
 
         folder = request.getfixturevalue("tmp_path_factory").mktemp(module.__name__.rsplit(".", 1)[-1])
-        started[module.__name__] = Started(_module_processes(module, folder))
+        started[module.__name__] = AllAtOnce(_module_processes(module, folder))
     return started[module.__name__].result
 
 
@@ -136,9 +136,9 @@ def beside(request: pytest.FixtureRequest):
 def finetune_tiny(request: pytest.FixtureRequest, tmp_path_factory) -> dict:
     """``compare(FinetuneConfig(preset="tiny"))`` trained on one thread, as its JSON reads back."""
     config = request.config
-    state = config.stash.get(_LANE_KEY, None)
-    if state is not None and _COMPARISON in state.lane:
-        done = _from_the_lane(config, _COMPARISON)
+    state = config.stash.get(_QUEUE_KEY, None)
+    if state is not None and _COMPARISON in state.queue:
+        done = _from_the_queue(config, _COMPARISON)
         if done.returncode != 0:
             pytest.fail(f"the fine-tune comparison failed in its process:\n{done.stderr[-4000:]}")
         return json.loads(done.stdout)
@@ -180,8 +180,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    state = config.stash.get(_LANE_KEY, None)
+    state = config.stash.get(_QUEUE_KEY, None)
     if state is not None:  # what still runs when a run ends early (-x, a failed fixture)
-        state.lane.close()
-    for started in config.stash.get(_STARTED_KEY, {}).values():
+        state.queue.close()
+    for started in config.stash.get(_ALL_AT_ONCE_KEY, {}).values():
         started.close()

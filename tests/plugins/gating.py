@@ -10,13 +10,11 @@ refuses. Nothing else skips.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from fp8ref.harness import install, probes
+from tests.common.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]
 _FOLDER_MARKS = {
     ("tests", "cpu"): [pytest.mark.cpu],
     ("tests", "gpu"): [pytest.mark.gpu],
@@ -80,7 +78,7 @@ def unmet_needs(item: pytest.Item, importing: bool = True) -> str | None:
                 return install.needs_package(pkg, "this test")
             if not importing or pkg not in _IMPORTS_TORCHAO or not install.has_package("torchao"):
                 continue
-            refusal = probes.torchao_float8()
+            refusal = probes.torchao_float8_refusal()
             if refusal is None:
                 continue
             if pkg == "torchao":

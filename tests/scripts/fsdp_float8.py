@@ -1,5 +1,5 @@
 """FSDP2 (``fully_shard``) with torchao's float8 all-gather, on the CPU through gloo, against the
-same model trained unsharded. Writes one ``torch.save`` file that tests/cpu/test_fsdp_float8.py
+same model trained unsharded. Writes one ``torch.save`` file that tests/cpu/install/test_fsdp_float8.py
 reads; it asserts nothing itself.
 
 Usage: python tests/scripts/fsdp_float8.py OUT.pt [STEPS]

@@ -1,0 +1,142 @@
+"""Command lines the tests run as processes of their own, and the two ways they run them.
+
+Each such process pays for its own interpreter and torch import (seconds of CPU), and the test
+that waits for one leaves its core idle. In a one-process run ``OneAfterAnother`` runs them all, one after
+another, on one core beside the tests (tests/plugins/beside.py starts it when collection ends);
+under pytest-xdist a module's processes start ``AllAtOnce`` when its first test asks. Either
+way each test reads back the result it asserts on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+from tests.common.paths import SCRIPTS
+
+
+def fp8ref_cli(*args: str) -> list[str]:
+    """``python -m fp8ref ARGS`` with this interpreter, as CI scripts call it."""
+    return [sys.executable, "-m", "fp8ref", *args]
+
+
+def python_code(code: str, *args: str) -> list[str]:
+    """``python -c CODE ARGS`` with this interpreter (for a line or two; longer code is a file in
+    tests/scripts/)."""
+    return [sys.executable, "-c", code, *args]
+
+
+def script(name: str, *args: str) -> list[str]:
+    """``python tests/scripts/NAME ARGS`` with this interpreter."""
+    return [sys.executable, str(SCRIPTS / name), *args]
+
+
+def fp8ref_main_each(calls: dict[str, list[str]]) -> list[str]:
+    """A fresh interpreter that calls ``fp8ref.__main__.main`` with each argv of ``calls`` (name ->
+    argv); read its report with ``main_each_report``."""
+    return script("main_each.py", json.dumps(calls))
+
+
+def main_each_report(done: subprocess.CompletedProcess) -> dict:
+    """``{"calls": {name: [exit code, stderr, logger levels]}, "modules": [...]}``."""
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _spawn(argv: list[str], kwargs: dict) -> subprocess.Popen:
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+
+
+def _completed(proc: subprocess.Popen, timeout: float | None = None) -> subprocess.CompletedProcess:
+    out, err = proc.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+class AllAtOnce:
+    """``calls`` (name -> (argv, Popen keywords)) running side by side; ``result(name)`` waits for one."""
+
+    def __init__(self, calls: dict[str, tuple[list[str], dict]]) -> None:
+        self._procs = {name: _spawn(argv, kwargs) for name, (argv, kwargs) in calls.items()}
+        self._done: dict[str, subprocess.CompletedProcess] = {}
+
+    def result(self, name: str, timeout: float = 300) -> subprocess.CompletedProcess:
+        if name not in self._done:
+            self._done[name] = _completed(self._procs[name], timeout)
+        return self._done[name]
+
+    def close(self) -> None:
+        """Stop whatever still runs (a test that failed before reading its result)."""
+        for proc in self._procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.communicate()
+
+
+class OneAfterAnother:
+    """Processes run one after another, in the order submitted, on a thread of this process, so
+    that they take one core while the tests go on on the others. ``result(name)`` waits for one;
+    ``idle()`` says whether all have ended."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[str, tuple[list[str], dict]] = {}
+        self._done: dict[str, subprocess.CompletedProcess | Exception] = {}
+        self._ended: dict[str, threading.Event] = {}
+        self._queue: list[str] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._closed = False
+        self._running: subprocess.Popen | None = None
+        self._thread = threading.Thread(target=self._work, name="fp8ref-beside", daemon=True)
+        self._thread.start()
+
+    def submit(self, name: str, argv: list[str], **popen_kwargs) -> None:
+        with self._lock:
+            if name in self._jobs:
+                raise ValueError(f"name: {name!r} was submitted already")
+            self._jobs[name] = (argv, popen_kwargs)
+            self._ended[name] = threading.Event()
+            self._queue.append(name)
+            self._wake.notify()
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._jobs
+
+    def idle(self) -> bool:
+        return all(event.is_set() for event in self._ended.values())
+
+    def result(self, name: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+        if not self._ended[name].wait(timeout):
+            raise TimeoutError(f"{name}: not done within {timeout} s (it waits for the processes queued before it)")
+        done = self._done[name]
+        if isinstance(done, Exception):
+            raise RuntimeError(f"{name}: could not be started: {done!r}") from done
+        return done
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue and not self._closed:
+                    self._wake.wait()
+                if self._closed:
+                    return
+                name = self._queue.pop(0)
+                argv, kwargs = self._jobs[name]
+                try:
+                    self._running = _spawn(argv, kwargs)
+                except (OSError, ValueError) as exc:  # no such program or folder: that job's error
+                    self._done[name] = exc
+                    self._ended[name].set()
+                    continue
+            self._done[name] = _completed(self._running)
+            self._ended[name].set()
+
+    def close(self) -> None:
+        """Stop the running process and drop the queue (a run that ended before reading them)."""
+        with self._lock:
+            self._closed = True
+            self._wake.notify()
+            running = self._running
+        if running is not None and running.poll() is None:
+            running.kill()
+        self._thread.join(timeout=60)

@@ -1,0 +1,121 @@
+"""torchao Float8Linear checks shared by the CPU suite (tests/cpu/install/test_torchao_linear.py)
+and the CUDA one (tests/gpu/test_torchao_linear.py): plain functions of a recipe and a device that
+return None when torchao conforms, else a line that says what differs; the thin tests in both
+modules skip (naming the versions) where the install refuses the recipe. The helpers
+``torchao_convert`` and ``fwd_bwd`` serve the other Float8Linear tests of both modules too.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import torch
+
+from fp8ref.harness.gemm_probes import half_ulp
+from fp8ref.reference.emulate import Fp8Linear
+
+U_BF16 = half_ulp(torch.bfloat16)  # 2^-8, relative
+
+
+def _problem(device: str, d_in: int = 256, d_out: int = 128, tokens: int = 64, seed: int = 0):
+    torch.manual_seed(seed)
+    lin = torch.nn.Linear(d_in, d_out, bias=False).to(torch.bfloat16).to(device)
+    gen = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(tokens, d_in, generator=gen).to(torch.bfloat16).to(device)
+    g = torch.randn(tokens, d_out, generator=gen).to(torch.bfloat16).to(device)
+    return lin, x, g
+
+
+def torchao_convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) -> torch.nn.Module:
+    """A copy of ``lin`` in a Sequential, converted by torchao's float8 training for ``recipe``."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
+    return convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)), config=cfg)
+
+
+def fwd_bwd(module: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor | None]:
+    """Forward ``x`` and backward ``g`` through a Linear (bare, in a Sequential, or compiled):
+    output, grad_input, grad_weight and grad_bias (None without a bias)."""
+    xi = x.clone().requires_grad_()
+    y = module(xi)
+    y.backward(g)
+    inner = getattr(module, "_orig_mod", module)  # unwrap torch.compile
+    lin = inner[0] if isinstance(inner, torch.nn.Sequential) else inner
+    return {
+        "output": y.detach(),
+        "grad_input": xi.grad,
+        "grad_weight": lin.weight.grad,
+        "grad_bias": None if lin.bias is None else lin.bias.grad,
+    }
+
+
+def check_compiled_matches_eager(recipe: str, device: str) -> str | None:
+    """Guards: a codegen change that makes compiled float8 training produce NaN/Inf or other
+    numbers while eager is fine. Compiled and eager cast the same values (the casts are compared
+    bitwise elsewhere); inductor may fuse and reorder the GEMMs' surroundings, so each output is
+    held to |compiled - eager| <= 2u|eager| + 2(K+3)2^-24 m, with u half a bfloat16 ulp and m the
+    magnitude sum of the GEMM's high-precision operands (x 1.1 for their FP8 rounding). Compile
+    under the ``fresh_dynamo`` fixture."""
+    lin, x, g = _problem(device)
+    m = torchao_convert(lin, recipe)
+    eager = fwd_bwd(m, x, g)
+    compiled = fwd_bwd(torch.compile(copy.deepcopy(m), dynamic=False), x, g)
+    x2, g2, w = x.double().cpu(), g.double().cpu(), lin.weight.double().cpu()
+    mags = {"output": x2.abs() @ w.abs().t(), "grad_input": g2.abs() @ w.abs(), "grad_weight": g2.abs().t() @ x2.abs()}
+    ks = {"output": x2.shape[1], "grad_input": g2.shape[1], "grad_weight": x2.shape[0]}
+    for name, mag in mags.items():
+        c, e = _tensor(compiled[name]).double().cpu(), _tensor(eager[name]).double().cpu()
+        if not bool(torch.isfinite(c).all()):
+            return f"compiled {recipe} {name} on {device} is not finite"
+        bound = 2 * U_BF16 * e.abs() + 2 * (ks[name] + 3) * 2.0**-24 * 1.1 * mag
+        excess = (c - e).abs() - bound
+        if not bool((excess <= 0).all()):
+            return (
+                f"compiled {recipe} {name} on {device}: {int((excess > 0).sum())} elements outside the bound, "
+                f"max excess {excess.max().item():.3e}"
+            )
+    return None
+
+
+def check_weight_cast_follows_the_weight(recipe: str, device: str) -> str | None:
+    """Guards: a cached FP8 weight (or its scale) that is not refreshed after the optimizer moves
+    the weight: silent drift. After each SGD step, torchao's forward must equal fp8ref's emulated
+    linear built from the *current* weight, and the step must have changed the weight's amax. With
+    emulate=True both compute a float32 product of the same FP8 values: bitwise on the CPU; on a
+    GPU the two matmuls may sum in other orders, so within 2u|y| + 2(K+3)2^-24 m (as above), far
+    below what a stale weight scale would change."""
+    lin, x, g = _problem(device, seed=5)
+    m = torchao_convert(lin, recipe, emulate=True)
+    opt = torch.optim.SGD(m.parameters(), lr=0.5)
+    amaxes = []
+    for step in range(3):
+        weight = m[0].weight
+        amaxes.append(weight.detach().abs().max().item())
+        ours = Fp8Linear.from_linear(copy.deepcopy(lin).requires_grad_(False), recipe)
+        with torch.no_grad():
+            ours.weight.copy_(weight)
+            theirs_y, ours_y = m(x), ours(x)
+        if device == "cpu":
+            ok = torch.equal(theirs_y, ours_y)
+        else:
+            mag = 1.1 * (x.double().abs() @ weight.detach().double().abs().t())
+            bound = 2 * U_BF16 * ours_y.double().abs() + 2 * (x.shape[1] + 3) * 2.0**-24 * mag
+            ok = bool(((theirs_y.double() - ours_y.double()).abs() <= bound).all())
+        if not ok:
+            return (
+                f"{recipe} on {device}, after {step} optimizer steps: torchao's output differs from the "
+                f"emulation with the current weight (max |diff| {(theirs_y - ours_y).abs().max().item():.3e})"
+            )
+        opt.zero_grad(set_to_none=True)
+        m(x).backward(g * 64)
+        opt.step()
+    if len(set(amaxes)) != len(amaxes):
+        return f"the steps did not move the weight's amax: {amaxes}"
+    return None
+
+
+def _tensor(t: torch.Tensor | None) -> torch.Tensor:
+    assert t is not None, "a gradient that should exist is None"
+    return t

@@ -1,0 +1,80 @@
+"""The checks of FSDP2's float8 all-gather (tests/scripts/fsdp_float8.py's results) against the
+unsharded model and fp8ref's reference cast, as functions that return what differs: used by
+tests/cpu/install/test_fsdp_float8.py, and by tests/meta with deliberately broken results."""
+
+from __future__ import annotations
+
+import torch
+
+from fp8ref.reference.formats import E4M3FN
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.scaling import tensorwise
+
+
+def run_differences(run: dict, unsharded: dict) -> list[str]:
+    """Where a sharded run's losses, last gradients or final weights differ from the unsharded
+    run's, bitwise (every rank saw the same batches, so no arithmetic differs)."""
+    out = (
+        [f"losses: {run['losses']} vs unsharded {unsharded['losses']}"] if run["losses"] != unsharded["losses"] else []
+    )
+    for what in ("grads", "weights"):
+        for name, want in unsharded[what].items():
+            got = run[what].get(name)
+            if got is None or not torch.equal(got, want):
+                out.append(f"{what} {name}: differs from the unsharded run")
+    return out
+
+
+def reference_cast(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """fp8ref's tensorwise E4M3 cast of the full weight, in torchao's convention: (codes, scale)."""
+    q = quantize(weight, E4M3FN, tensorwise())
+    return q.codes, q.scale
+
+
+def all_gather_differences(run: dict, weights_before_step: list[list[torch.Tensor]]) -> list[str]:
+    """Every float8 all-gather of a run against fp8ref's cast of the full weight at that step:
+    codes and scale bitwise. A step gathers each weight twice (forward, and again for backward
+    after resharding); a gathered weight is told by its shape."""
+    gathers, steps = run["all_gathers"], len(weights_before_step)
+    if len(gathers) != 4 * steps:
+        return [f"{len(gathers)} float8 all-gathers for {steps} steps of two weights, expected {4 * steps}"]
+    out = []
+    for i, g in enumerate(gathers):
+        step = i // 4
+        matches = [
+            w
+            for w in weights_before_step[step]
+            if w.shape[0] <= g["codes"].shape[0] and w.shape[1:] == g["codes"].shape[1:]
+        ]
+        if len(matches) != 1:
+            out.append(f"all-gather {i}: shape {tuple(g['codes'].shape)} matches no one weight")
+            continue
+        weight = matches[0]
+        codes, scale = reference_cast(weight)
+        got = g["codes"][: weight.shape[0]]  # (FSDP pads dim 0 to a multiple of the ranks)
+        where = f"step {step}, weight {tuple(weight.shape)}, {'reused' if g['reused_buffer'] else 'new'} buffer"
+        if not torch.equal(g["scale"].reshape(()), scale.reshape(())):
+            out.append(f"all-gather {i} ({where}): scale {g['scale'].item()!r}, reference {scale.item()!r}")
+        if not torch.equal(got, codes):
+            bad = int((got != codes).sum())
+            out.append(f"all-gather {i} ({where}): {bad} of {codes.numel()} codes differ from the reference cast")
+    return out
+
+
+def precomputed_scale_differences(run: dict, weights_after_step: list[list[torch.Tensor]]) -> list[str]:
+    """The scales ``precompute_float8_dynamic_scale_for_fsdp`` set after each step against
+    fp8ref's scale of each full weight then."""
+    out = []
+    for step, (scales, weights) in enumerate(zip(run["precomputed_scales"], weights_after_step)):
+        for j, (got, weight) in enumerate(zip(scales, weights)):
+            want = reference_cast(weight)[1]
+            if not torch.equal(got.reshape(()).float(), want.reshape(())):
+                out.append(f"step {step}, weight {j}: precomputed scale {got.item()!r}, reference {want.item()!r}")
+    return out
+
+
+def weights_after_steps(unsharded: dict) -> list[list[torch.Tensor]]:
+    """The unsharded run's weights after each step: before the next one, and finally its last."""
+    before = unsharded["weights_before_step"]
+    last = [unsharded["weights"][k] for k in sorted(unsharded["weights"]) if k.endswith("weight")]
+    return [*before[1:], last]

@@ -1,0 +1,111 @@
+"""torch._scaled_mm on the CPU against the exact product of its FP8 operands, for every out dtype and
+the arguments regressions shipped in (the checks of tests/common/scaled_mm_checks.py, which say
+what each guards against; tests/gpu/test_scaled_mm.py runs them on CUDA), and what the CPU path
+enforces."""
+
+import pytest
+import torch
+
+from fp8ref.reference.formats import E4M3FN
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.scaling import tensorwise
+from tests.common import scaled_mm_checks as mm
+
+
+@pytest.fixture
+def mm_device() -> str:
+    return "cpu"
+
+
+@pytest.fixture
+def ragged_m() -> tuple[int, ...]:
+    """Row counts that are not multiples of 16 (the CPU path has no tile of its own)."""
+    return (1, 17, 100)
+
+
+def _mm_operands(g, seed=0, M=64, K=128, N=48):
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(M, K, generator=gen) * 3
+    b = torch.randn(N, K, generator=gen) / 3
+    return quantize(a, E4M3FN, g), quantize(b, E4M3FN, g)
+
+
+def test_scaled_mm_requirements_on_this_device(record_observation):
+    """What _scaled_mm enforces here (cuBLAS on GPU wants row-major x column-major and dims that
+    are multiples of 16; the CPU path is observed). Reported, and 1-D scales must be refused."""
+    qa, qb = _mm_operands(tensorwise())
+    A, B = qa.codes.view(torch.float8_e4m3fn), qb.codes.view(torch.float8_e4m3fn)
+    one = torch.tensor(1.0)
+    seen = {}
+    for name, aa, bb in [
+        ("row-major x row-major", A, B.t().contiguous()),
+        ("K not a multiple of 16", A[:, :120], B[:, :120].t()),
+        ("M not a multiple of 16", A[:60], B.t()),
+    ]:
+        try:
+            torch._scaled_mm(aa, bb, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+            seen[name] = "accepted"
+        except (RuntimeError, ValueError) as exc:
+            seen[name] = f"refused ({type(exc).__name__})"
+    record_observation(
+        f"_scaled_mm on cpu (torch {torch.__version__})", "; ".join(f"{k}: {v}" for k, v in seen.items())
+    )
+    with pytest.raises((RuntimeError, ValueError)):
+        torch._scaled_mm(
+            A, B.t(), scale_a=torch.ones(A.shape[0]), scale_b=torch.ones(B.shape[0]), out_dtype=torch.bfloat16
+        )
+
+
+@pytest.mark.parametrize("fast_accum", [False, True], ids=["exact-accum", "fast-accum"])
+@pytest.mark.parametrize("out_dtype", mm.OUT_DTYPES, ids=str)
+@pytest.mark.parametrize("scaling", mm.SCALINGS)
+def test_every_out_dtype_matches_the_exact_product(scaling, out_dtype, fast_accum, mm_device, skip_unless):
+    skip_unless(*mm.refusal(scaling, out_dtype, mm_device))
+    problem = mm.check_every_out_dtype(mm_device, scaling, out_dtype, fast_accum)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("scaling", mm.SCALINGS)
+def test_bias_is_added_once_under_non_unit_scales(scaling, mm_device, skip_unless):
+    skip_unless(*mm.refusal(scaling, torch.bfloat16, mm_device))
+    problem = mm.check_bias_added_once(mm_device, scaling)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("scaling", mm.SCALINGS)
+def test_rows_not_a_multiple_of_the_tile(scaling, mm_device, ragged_m, skip_unless):
+    skip_unless(*mm.refusal(scaling, torch.bfloat16, mm_device))
+    problem = mm.check_ragged_rows(mm_device, scaling, ragged_m)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("scaling", mm.SCALINGS)
+def test_compiled_scaled_mm_matches_the_exact_product(
+    scaling, mm_device, skip_unless, record_observation, fresh_dynamo
+):
+    skip_unless(*mm.refusal(scaling, torch.bfloat16, mm_device))
+    problem, seen = mm.check_compiled(mm_device, scaling)
+    record_observation(f"torch.compile(_scaled_mm) {scaling} on {mm_device}", seen)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("out_dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=str)
+def test_fp8_output_applies_scale_result(out_dtype, mm_device, skip_unless, record_observation):
+    skip_unless(*mm.refusal("tensorwise", out_dtype, mm_device))
+    problem, rule = mm.check_scale_result(mm_device, out_dtype)
+    record_observation(f"_scaled_mm scale_result with {out_dtype} output on {mm_device}", rule)
+    assert problem is None, problem
+
+
+def test_without_fast_accumulation_partial_sums_are_promoted_to_float32(mm_device, skip_unless, record_observation):
+    skip_unless(*mm.refusal("tensorwise", torch.float32, mm_device))
+    problem, seen = mm.check_promotion(mm_device)
+    record_observation(f"_scaled_mm accumulator bits on {mm_device} (23 = float32's)", seen)
+    assert problem is None, problem
+
+
+def test_scale_forms_and_odd_shapes_give_right_results_where_accepted(mm_device, skip_unless, record_observation):
+    skip_unless(*mm.refusal("tensorwise", torch.float32, mm_device))
+    problem, seen = mm.check_scale_forms(mm_device)
+    record_observation(f"_scaled_mm scale forms and shapes on {mm_device}", seen)
+    assert problem is None, problem

@@ -1,0 +1,201 @@
+"""The command line's contract: exit 0 when done, 1 only when a difference was found, 2 for every
+usage or input error (one ``error:`` line, no traceback unless --debug), 3 for a bug; and no
+half-written output when a command fails or is interrupted."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from fp8ref.__main__ import main
+from fp8ref.harness import atomic
+from tests.common.beside import fp8ref_cli
+from tests.common.paths import GOLDEN
+
+GOLDEN_CPU = GOLDEN / "cpu.json"
+
+
+@pytest.fixture
+def files(tmp_path):
+    return diff_inputs(tmp_path)
+
+
+def diff_inputs(tmp_path: Path) -> dict[str, Path]:
+    """Inputs a user may hand ``diff``, written into ``tmp_path``: a profile, one that differs,
+    and the broken kinds."""
+    good = json.loads(GOLDEN_CPU.read_text())
+    other = json.loads(GOLDEN_CPU.read_text())
+    other["behaviour"]["cast.e4m3fn.bf16.overflow"] = "something else"
+    paths = {
+        "good": tmp_path / "good.json",
+        "other": tmp_path / "other.json",
+        "missing": tmp_path / "missing.json",
+        "not_json": tmp_path / "not.json",
+        "truncated": tmp_path / "truncated.json",
+        "not_profile": tmp_path / "list.json",
+        "newer": tmp_path / "newer.json",
+        "binary": tmp_path / "bin.json",
+        "folder": tmp_path,
+    }
+    paths["good"].write_text(json.dumps(good))
+    paths["other"].write_text(json.dumps(other))
+    paths["not_json"].write_text("hello\n")
+    paths["truncated"].write_text(GOLDEN_CPU.read_text()[:200])
+    paths["not_profile"].write_text(json.dumps([1, 2, 3]))
+    paths["newer"].write_text(json.dumps({**good, "fp8ref_profile": good["fp8ref_profile"] + 1}))
+    paths["binary"].write_bytes(bytes(range(256)))
+    return paths
+
+
+USAGE_ERRORS = [
+    (["diff", "{missing}", "{good}"], "cannot read it"),
+    (["diff", "{good}", "{folder}"], "cannot read it"),
+    (["diff", "{not_json}", "{good}"], "not JSON"),
+    (["diff", "{good}", "{truncated}"], "truncated or corrupted"),
+    (["diff", "{not_profile}", "{good}"], "not an fp8ref profile"),
+    (["diff", "{good}", "{newer}"], "written by a newer fp8ref"),
+    (["diff", "{binary}", "{good}"], "not a text file"),
+    (["profile", "--device", "tpu"], "--device: expected 'cpu' or 'cuda[:N]'"),
+    (["profile", "--device", "cuda:99"], "--device cuda:99"),
+    (["bench", "codec", "--n", "0"], "--n and --repeat"),
+    (["bench", "codec", "--device", "nope"], "--device: expected 'cpu' or 'cuda[:N]'"),
+    (["finetune", "--steps", "0", "--no-progress"], "steps"),
+    (["finetune", "--dataset", "{missing}", "--no-progress"], "dataset"),
+]
+
+
+@pytest.mark.parametrize(
+    "argv,message", USAGE_ERRORS, ids=[" ".join(a[:2]) + f"-{i}" for i, (a, _) in enumerate(USAGE_ERRORS)]
+)
+def test_usage_and_input_errors_exit_2_with_one_error_line(argv, message, files, capsys):
+    code = main([a.format(**files) for a in argv])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], err
+    assert "Traceback" not in err
+
+
+def test_no_cuda_is_an_input_error(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    assert main(["profile", "--device", "cuda"]) == 2
+    assert capsys.readouterr().err.startswith("error: --device cuda: CUDA is not available here")
+
+
+def test_diff_exits_0_for_equal_and_1_for_differing_profiles(files, capsys):
+    assert main(["diff", str(files["good"]), str(files["good"])]) == 0
+    assert main(["diff", str(files["good"]), str(files["other"])]) == 1
+    assert "cast.e4m3fn.bf16.overflow" in capsys.readouterr().out
+
+
+def test_debug_shows_the_traceback_and_keeps_the_exit_code(files, capsys):
+    assert main(["--debug", "diff", str(files["missing"]), str(files["good"])]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and err.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_a_bug_exits_3_with_its_traceback(monkeypatch, capsys):
+    import fp8ref.harness.profile
+
+    def broken(*a, **k):
+        raise KeyError("a bug")
+
+    monkeypatch.setattr(fp8ref.harness.profile, "collect", broken)
+    assert main(["profile", "--no-torchao"]) == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "KeyError" in err and "internal error" in err
+
+
+def test_an_interrupted_profile_leaves_no_file(monkeypatch, tmp_path, capsys):
+    import fp8ref.harness.profile
+
+    out = tmp_path / "p.json"
+
+    def interrupted(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(fp8ref.harness.profile, "collect", interrupted)
+    assert main(["profile", "--out", str(out)]) == 130
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_writer_that_fails_leaves_neither_a_partial_file_nor_a_temporary(tmp_path):
+    target = tmp_path / "out.json"
+    target.write_text("the previous version\n")
+    with pytest.raises(RuntimeError), atomic.replacing(target) as tmp:
+        tmp.write_text('{"half": ')
+        raise RuntimeError("the writer failed")
+    assert target.read_text() == "the previous version\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+    atomic.write_text(target, "new\n")
+    assert target.read_text() == "new\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0o002])
+def test_a_written_file_takes_the_users_umask_like_any_new_file(tmp_path, umask):
+    """The temporary file's 0600 must not survive the rename: outputs (profile JSON, fine-tune
+    JSON and PNG) get the mode a plain ``open(path, "w")`` would give them."""
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        plain = tmp_path / "plain.json"
+        plain.write_text("x")
+        atomic.write_text(tmp_path / "atomic.json", "x")
+    finally:
+        os.umask(old)
+    want = stat.S_IMODE(plain.stat().st_mode)
+    assert want == 0o666 & ~umask
+    assert stat.S_IMODE((tmp_path / "atomic.json").stat().st_mode) == want
+
+
+@pytest.mark.needs("matplotlib")
+def test_a_plot_that_fails_to_save_leaves_no_png(monkeypatch, tmp_path):
+    import matplotlib.figure
+
+    from fp8ref.finetune.report import plot_losses
+
+    def fail(self, fname, **kw):
+        Path(fname).write_bytes(b"\x89PNG half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", fail)
+    runs = {k: {"losses": [2.0, 1.5], "tokens_per_s": 1.0} for k in ("bf16", "fp8")}
+    results = {
+        "runs": runs,
+        "config": {"backend": "fp8ref", "recipe": "tensorwise"},
+        "data": {"loss_floor": None},
+        "tail_gap": 0.0,
+        "model": {"source": "tiny"},
+        "speedup": 1.0,
+        "tail_steps": 1,
+        "parity": {"within": True, "gap": 0.0, "bound": 0.1, "noise": None, "budget": 0.1},
+    }
+    with pytest.raises(OSError, match="disk full"):
+        plot_losses(results, tmp_path / "plot.png")
+    assert list(tmp_path.iterdir()) == []
+
+
+def run_beside(folder):
+    """``python -m fp8ref`` as CI scripts call it, as processes of their own, run beside the tests
+    (tests/plugins/beside.py); two of them import torch."""
+    files = diff_inputs(folder)
+    return {
+        "formats": fp8ref_cli("formats"),
+        "difference": fp8ref_cli("diff", str(files["good"]), str(files["other"])),
+        "missing": fp8ref_cli("diff", str(files["missing"]), str(files["good"])),
+        "bad option": fp8ref_cli("profile", "--device", "nope"),
+    }
+
+
+def test_the_contract_end_to_end_in_subprocesses(beside):
+    """Done, a difference found, a missing input, a bad option: exit 0, 1, 2, 2, each error one line."""
+    got = {k: (beside(k).returncode, beside(k).stderr) for k in ("formats", "difference", "missing", "bad option")}
+    assert [code for code, _ in got.values()] == [0, 1, 2, 2], got
+    for k in ("missing", "bad option"):  # (an install may print its own import warnings before)
+        err = got[k][1]
+        assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err, err
+        assert sum(line.startswith("error: ") for line in err.splitlines()) == 1, err

@@ -1,0 +1,59 @@
+"""The fixtures tests share (tests/plugins/fixtures.py): the GPU guard of a runner, and a
+compiling test's fresh dynamo."""
+
+import pytest
+
+from tests.common.paths import ROOT
+
+
+def run_beside(folder):
+    """pytest itself on a GPU test, on this machine: with --fp8-require-gpu (and, to show it wins,
+    --fp8-dry-run too), and without (the control: the same test skips and the run passes)."""
+    import sys
+
+    base = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/gpu/test_golden_profile.py",
+        "-q",
+        "-p",
+        "no:randomly",
+        "-p",
+        "no:cacheprovider",
+        f"--basetemp={folder / 'run'}",
+    ]
+    return {
+        "required": (base + ["--fp8-require-gpu", "--fp8-dry-run"], {"cwd": ROOT}),
+        "not required": (base, {"cwd": ROOT}),
+    }
+
+
+def test_no_usable_gpu_fails_the_run_under_require_gpu(beside):
+    """A runner whose CUDA is missing or broken must not pass by skipping every GPU test."""
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the guard has nothing to refuse")
+    required, control = beside("required"), beside("not required")
+    assert required.returncode == 1, required.stdout[-2000:] + required.stderr[-2000:]
+    assert (
+        "--fp8-require-gpu: no usable CUDA GPU: torch.cuda.is_available() is False" in required.stdout + required.stderr
+    )
+    assert control.returncode == 0 and "skipped" in control.stdout, control.stdout[-2000:]
+
+
+def test_a_compiling_test_cannot_fall_back_to_eager_under_a_compiled_label(fresh_dynamo):
+    """fresh_dynamo: static shapes, and the recompile limit an error (past it, dynamo would run
+    the function eagerly while the test still calls it compiled). (dynamo's own config.patch,
+    not monkeypatch: monkeypatch's undo deletes a config entry it did not find in the module's
+    __dict__, and every later compile fails.)"""
+    import torch._dynamo
+
+    assert torch._dynamo.config.automatic_dynamic_shapes is False
+    with torch._dynamo.config.patch(recompile_limit=1):
+        f = torch.compile(lambda t: t * 2, backend="eager", dynamic=False)
+        f(torch.ones(2))
+        with pytest.raises(Exception, match="(?i)recompile"):
+            f(torch.ones(3))  # a second shape: a recompile past the limit of one
+    assert torch._dynamo.config.recompile_limit > 1  # restored

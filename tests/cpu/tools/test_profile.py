@@ -1,0 +1,143 @@
+"""The behaviour profile: its diff lines, the golden comparison's failure path, the CLI round trip."""
+
+import copy
+import json
+
+import pytest
+
+from fp8ref.__main__ import main
+from fp8ref.harness.install import device_kind
+from fp8ref.harness.profile import TOLERANCES, compare_with_golden, diff, format_diff, load, save
+
+
+def _p(torch_v, **behaviour):
+    return {"fp8ref_profile": 1, "versions": {"torch": torch_v, "torchao": "0.18.0"}, "behaviour": behaviour}
+
+
+def test_format_diff_is_one_line_per_key():
+    pinned = _p("2.13.0", **{"cast.e4m3fn.bf16.overflow": "saturate", "same": 1, "gone": 2})
+    now = _p("2.9.1", **{"cast.e4m3fn.bf16.overflow": "nonsaturate", "same": 1, "new": 3})
+    assert format_diff(pinned, now) == [
+        "cast.e4m3fn.bf16.overflow: pinned 'saturate' (torch 2.13.0, torchao 0.18.0) "
+        "-> now 'nonsaturate' (torch 2.9.1, torchao 0.18.0)",
+        "gone: pinned 2 (torch 2.13.0, torchao 0.18.0) -> now '<absent>' (torch 2.9.1, torchao 0.18.0)",
+        "new: pinned '<absent>' (torch 2.13.0, torchao 0.18.0) -> now 3 (torch 2.9.1, torchao 0.18.0)",
+    ]
+    assert diff(pinned, pinned) == []
+
+
+@pytest.fixture
+def here(cpu_profile):
+    """This install's profile (a copy of the run's one collection): the tools below are tested
+    against profiles they build from it, never against the pinned golden (which this install may
+    legitimately differ from)."""
+    return copy.deepcopy(cpu_profile)
+
+
+def test_a_changed_golden_fails_with_readable_lines(tmp_path, here):
+    golden = copy.deepcopy(here)
+    key = "cast.e4m3fn.bf16.overflow"
+    flipped = "nonsaturate" if here["behaviour"][key] == "saturate" else "saturate"
+    golden["behaviour"][key] = flipped
+    golden["versions"].update(torch="9.9.9", torchao="0.0.1")
+    save(golden, tmp_path / "cpu.json")
+    status, lines = compare_with_golden(tmp_path, "cpu", now=here)
+    assert status == "differs"
+    v = here["versions"]
+    assert lines == [
+        f"{key}: pinned {flipped!r} (torch 9.9.9, torchao 0.0.1) "
+        f"-> now {here['behaviour'][key]!r} (torch {v['torch']}, torchao {v['torchao']})"
+    ]
+    assert compare_with_golden(tmp_path, "cpu", now=golden) == ("equal", [])
+
+
+def test_compare_with_golden_collects_this_install_when_not_given_a_profile(tmp_path, here, monkeypatch):
+    import fp8ref.harness.profile
+
+    seen = []
+    real = fp8ref.harness.profile.collect
+    monkeypatch.setattr(fp8ref.harness.profile, "collect", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    save(here, tmp_path / "cpu.json")
+    status, lines = compare_with_golden(tmp_path, "cpu")  # collects again: same install, same answers
+    assert (status, lines) == ("equal", [])
+    # and two runs on one install are identical, not merely within TOLERANCES
+    assert len(seen) == 1 and seen[0]["behaviour"] == here["behaviour"]
+
+
+def test_missing_golden_says_how_to_pin(tmp_path, here):
+    status, lines = compare_with_golden(tmp_path, "cpu", now=here)
+    assert status == "missing" and "pytest tests/cpu/tools/test_golden_profile.py --fp8-update-golden" in lines[0]
+
+
+def test_a_missing_golden_is_found_before_collecting(tmp_path, monkeypatch):
+    """On a GPU runner collecting takes tens of seconds: a missing golden says so at once, and
+    names the test that pins only this device kind's file (not the CPU golden too)."""
+    import fp8ref.harness.profile
+
+    monkeypatch.setattr(fp8ref.harness.profile, "collect", lambda *a, **k: pytest.fail("collected"))
+    monkeypatch.setattr(fp8ref.harness.profile, "device_kind", lambda device: "cuda-sm90")
+    status, lines = compare_with_golden(tmp_path, "cuda")
+    assert status == "missing" and "cuda-sm90" in lines[0]
+    assert "pytest tests/gpu/test_golden_profile.py --fp8-update-golden" in lines[0]
+
+
+def test_update_writes_the_golden(tmp_path, here):
+    status, lines = compare_with_golden(tmp_path, "cpu", update=True, now=here)
+    assert status == "updated" and "commit it" in lines[0]
+    assert load(tmp_path / "cpu.json") == here
+
+
+def test_order_dependent_numbers_compare_within_their_tolerance():
+    key = "emulated_mlp.loss.step299"
+    assert key.startswith(tuple(TOLERANCES))
+    tol = next(t for prefix, t in TOLERANCES.items() if key.startswith(prefix))
+    a = _p("2.13.0", **{key: 0.0240})
+    assert diff(a, _p("2.13.0", **{key: 0.0240 * (1 + tol / 2)})) == []
+    assert diff(a, _p("2.13.0", **{key: 0.0240 * (1 + 2 * tol)})) != []
+    # exact keys stay exact, and a refusal is never "close" to a number
+    assert diff(_p("x", **{"finfo.e5m2.eps": 0.25}), _p("x", **{"finfo.e5m2.eps": 0.2500001})) != []
+    assert diff(a, _p("2.13.0", **{key: "refused: RuntimeError: no"})) != []
+
+
+def test_cli_profile_round_trips(tmp_path, capsys, here, monkeypatch):
+    """profile --out writes what collect returned (the run's collection stands in for a third
+    one: the golden test and the test above collect for real), and diff reads it back."""
+    import fp8ref.harness.profile
+
+    calls = []
+    monkeypatch.setattr(fp8ref.harness.profile, "collect", lambda *a, **k: calls.append((a, k)) or here)
+    out = tmp_path / "now.json"
+    assert main(["profile", "--out", str(out)]) == 0
+    assert calls == [(("cpu",), {"torchao": True})] and load(out) == here
+    assert main(["diff", str(out), str(out)]) == 0
+    assert "equal" in capsys.readouterr().out
+    changed = load(out)
+    changed["behaviour"]["finfo.e5m2fnuz.eps"] = 0.5
+    save(changed, tmp_path / "b.json")
+    assert main(["diff", str(out), str(tmp_path / "b.json")]) == 1
+    assert "finfo.e5m2fnuz.eps" in capsys.readouterr().out
+
+
+def test_cli_help_lists_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["profile", "--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "--device" in out and "--out" in out and "--no-torchao" in out
+
+
+def test_bad_profile_and_device_are_rejected(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps({"hello": 1}))
+    with pytest.raises(ValueError, match="not an fp8ref profile"):
+        load(tmp_path / "x.json")
+    with pytest.raises(ValueError, match="device: expected 'cpu' or 'cuda"):
+        device_kind("mps")
+
+
+@pytest.mark.parametrize("content", ['{"fp8ref_profile": 1, "behav', "", "[]"], ids=["truncated", "empty", "list"])
+def test_a_corrupted_golden_names_the_file_and_how_to_re_pin(tmp_path, content):
+    path = tmp_path / "cpu.json"
+    path.write_text(content)
+    status, lines = compare_with_golden(tmp_path, "cpu", now={"fp8ref_profile": 1, "versions": {}, "behaviour": {}})
+    assert status == "unreadable"
+    assert str(path) in lines[0] and "--fp8-update-golden" in lines[1]

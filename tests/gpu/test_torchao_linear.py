@@ -1,0 +1,80 @@
+"""torchao's Float8Linear on the GPU against fp8ref's emulation (same recipe), and its compiled
+casts against eager; compiled forward+backward against eager and the weight cast after optimizer
+steps (tests/common/float8linear_checks.py; the CPU twin: tests/cpu/install/test_torchao_linear.py).
+On the GPU torchao runs _scaled_mm, so outputs are compared by SQNR: the two differ only by
+bfloat16 output rounding and accumulation order (~50 dB on CPU; >= 35 dB required). Casts and
+scales are elementwise and compared bitwise."""
+
+import copy
+
+import pytest
+import torch
+
+from fp8ref.harness import probes
+from fp8ref.harness import torchao_compat as ao
+from fp8ref.reference.emulate import Fp8Linear
+from fp8ref.reference.formats import E4M3FN
+from fp8ref.reference.metrics import sqnr
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.recipes import TORCHAO_RECIPES
+from fp8ref.reference.scaling import axiswise, tensorwise
+from tests.common import float8linear_checks as f8l
+from tests.common.float8linear_checks import fwd_bwd, torchao_convert
+
+pytestmark = [pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("torchao")]
+
+
+@pytest.fixture
+def linear_device(gpu_device: str) -> str:
+    return gpu_device
+
+
+@pytest.mark.parametrize(
+    "recipe",
+    [
+        "tensorwise",
+        pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise")),
+        pytest.param("rowwise_with_gw_hp", marks=pytest.mark.sm(90, "rowwise")),
+    ],
+)
+def test_float8linear_on_device_matches_fp8ref(recipe, gpu_device, dry_run, skip_unless):
+    skip_unless(probes.torchao_recipe_refusal(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}")
+    d_in, d_out, tokens = (128, 64, 64) if dry_run else (2048, 4096, 4096)
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(d_in, d_out, bias=False).to(torch.bfloat16).to(gpu_device)
+    gen = torch.Generator().manual_seed(1)
+    x = torch.randn(tokens, d_in, generator=gen).to(torch.bfloat16).to(gpu_device)
+    g = torch.randn(tokens, d_out, generator=gen).to(torch.bfloat16).to(gpu_device)
+    theirs = fwd_bwd(torchao_convert(lin, recipe), x, g)
+    ours = fwd_bwd(Fp8Linear.from_linear(copy.deepcopy(lin), recipe), x, g)
+    for name in ("output", "grad_input", "grad_weight"):
+        a, b = theirs[name], ours[name]
+        assert sqnr(a, b) >= 35, f"{recipe} {name} on {gpu_device}: SQNR {sqnr(a, b):.1f} dB"
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_compiled_casts_on_device_match_eager_and_fp8ref(recipe, gpu_device, fresh_dynamo):
+    g, pow2 = (tensorwise(), False) if recipe == "tensorwise" else (axiswise(-1), True)
+    x = (torch.randn(256, 512, generator=torch.Generator().manual_seed(0)) * 5).to(torch.bfloat16)
+    xd = x.to(gpu_device)
+    c_codes, c_scale = torch.compile(lambda t: ao.dynamic_cast(t, E4M3FN, g, pow2), dynamic=False)(xd)
+    e_codes, e_scale = ao.dynamic_cast(xd, E4M3FN, g, pow2)
+    q = quantize(x, E4M3FN, g, pow2=pow2)
+    assert torch.equal(c_scale.cpu(), e_scale.cpu()) and torch.equal(e_scale.cpu(), q.scale)
+    assert torch.equal(c_codes.cpu(), e_codes.cpu()) and torch.equal(e_codes.cpu(), q.codes)
+
+
+@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
+def test_compiled_float8linear_forward_and_backward_match_eager(recipe, linear_device, skip_unless, fresh_dynamo):
+    skip_unless(
+        probes.torchao_recipe_refusal(recipe, linear_device), f"torchao's {recipe} Float8Linear on {linear_device}"
+    )
+    problem = f8l.check_compiled_matches_eager(recipe, linear_device)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
+def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_device, skip_unless):
+    skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
+    problem = f8l.check_weight_cast_follows_the_weight(recipe, linear_device)
+    assert problem is None, problem
