@@ -44,7 +44,8 @@ def _check_device(device: str) -> str:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from .harness.profile import collect, save
+    from .harness.profile import collect
+    from .harness.profile_file import save
 
     _check_device(args.device)
     profile = collect(args.device, torchao=not args.no_torchao)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from ..reference.codec import encode
-from ..reference.formats import FloatFormat, get_format
+from ..reference.formats import FloatFormat, as_format
 
 __all__ = [
     "all_16bit_inputs",
@@ -35,7 +35,7 @@ def f32_from_bits(bits: torch.Tensor) -> torch.Tensor:
     return bits.to(torch.int32).view(torch.float32)
 
 
-def float32_structured_inputs(fmt: str | FloatFormat) -> dict[str, torch.Tensor]:
+def float32_structured_inputs(fmt: FloatFormat) -> dict[str, torch.Tensor]:
     """float32 inputs that pin rounding at every place it can go wrong, by name:
 
     - ``representable``: every finite value of the format (both signs);
@@ -47,7 +47,7 @@ def float32_structured_inputs(fmt: str | FloatFormat) -> dict[str, torch.Tensor]
       of min subnormal (where rounding to zero stops);
     - ``specials``: +-0, +-inf, NaNs with various payloads, float32 subnormals and extremes.
     """
-    fmt = get_format(fmt)
+    fmt = as_format(fmt)
     vals = torch.tensor(fmt.all_values(), dtype=torch.float64)
     finite = vals[torch.isfinite(vals)]
     pos = torch.unique(finite[finite >= 0])  # sorted
@@ -116,7 +116,7 @@ def float32_structured_inputs(fmt: str | FloatFormat) -> dict[str, torch.Tensor]
     }
 
 
-def float64_double_rounding_inputs(fmt: str | FloatFormat) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def float64_double_rounding_inputs(fmt: FloatFormat) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """float64 inputs whose FP8 code depends on whether a cast rounds the float64 value once or
     rounds it to float32 first: ``(x, once, via_float32)``, the inputs and both answers' codes.
 
@@ -124,7 +124,7 @@ def float64_double_rounding_inputs(fmt: str | FloatFormat) -> tuple[torch.Tensor
     neighbouring finite values, towards the odd one: rounded once it goes to the odd neighbour;
     rounded to float32 first it becomes the midpoint itself, a tie, and goes to the even one. Both
     signs where the format has a sign."""
-    fmt = get_format(fmt)
+    fmt = as_format(fmt)
     vals = torch.tensor(fmt.all_values(), dtype=torch.float64)
     pos = torch.unique(vals[torch.isfinite(vals) & (vals >= 0)])  # sorted
     lo, hi = pos[:-1], pos[1:]
@@ -153,7 +153,7 @@ def _f32_patterns(bits: torch.Tensor) -> torch.Tensor:
     return bits.to(torch.int64).bitwise_and(0xFFFFFFFF).to(torch.int32).view(torch.float32)
 
 
-def definition_input_classes(fmt: str | FloatFormat, *, full: bool = False) -> dict[str, torch.Tensor]:
+def definition_input_classes(fmt: FloatFormat, *, full: bool = False) -> dict[str, torch.Tensor]:
     """The inputs on which the codec is proved against the definition (``reference.definition``),
     by class; NaN inputs left out of a format without NaN (neither has a code for them):
 
@@ -166,7 +166,7 @@ def definition_input_classes(fmt: str | FloatFormat, *, full: bool = False) -> d
       ulp either side of each, the overflow ladder, the subnormal grid, the specials;
     - ``f32 random``: uniformly random float32 bit patterns (2^16, or 2^22 with ``full``), seeded.
     """
-    fmt = get_format(fmt)
+    fmt = as_format(fmt)
     classes = {
         "bf16 patterns": all_16bit_inputs(torch.bfloat16),
         "f16 patterns": all_16bit_inputs(torch.float16),

@@ -26,7 +26,7 @@ import dataclasses
 import torch
 
 from ..reference.codec import decode_table, encode
-from ..reference.formats import FloatFormat, get_format
+from ..reference.formats import FloatFormat, as_format
 from ..reference.validate import Choice
 from . import deviations
 from .implementations import Implementation
@@ -66,9 +66,9 @@ def _count(mask: torch.Tensor) -> int:
     return int(torch.count_nonzero(mask))
 
 
-def classify(x: torch.Tensor, fmt: str | FloatFormat) -> dict[str, torch.Tensor]:
+def classify(x: torch.Tensor, fmt: FloatFormat) -> dict[str, torch.Tensor]:
     """Boolean masks, one per input class (see module docstring), from the codec alone."""
-    return _classify(x, get_format(fmt))[0]
+    return _classify(x, as_format(fmt))[0]
 
 
 def _classify(x: torch.Tensor, fmt: FloatFormat) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
@@ -236,12 +236,12 @@ class CastReport:
 def check_cast(
     impl: Implementation,
     x: torch.Tensor,
-    fmt: str | FloatFormat,
+    fmt: FloatFormat,
     inputs: str = "inputs",
     got: torch.Tensor | None = None,
 ) -> CastReport:
     """Cast ``x`` with ``impl`` (unless ``got`` is given) and compare with the codec."""
-    fmt = get_format(fmt)
+    fmt = as_format(fmt)
     x = x.reshape(-1)
     got = impl.cast(x).reshape(-1) if got is None else got.reshape(-1)
     cls, want = _classify(x, fmt)
@@ -368,7 +368,7 @@ def summarize_reports(reports: list[CastReport]) -> list[str]:
     return lines
 
 
-def float64_rounding(impl: Implementation, fmt: str | FloatFormat) -> str:
+def float64_rounding(impl: Implementation, fmt: FloatFormat) -> str:
     """How ``impl`` casts float64: ``once`` (to nearest, from the float64 value), ``through
     float32`` (rounded to float32 first: a double rounding), or ``other: ...`` (neither explains
     every input), judged on inputs where the two differ (``cast_inputs.float64_double_rounding_inputs``)."""

@@ -16,30 +16,53 @@ install accepts.
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from ..reference.codec import encode, pack_fp4
-from ..reference.formats import E8M0FNU, UE4M3
+from ..reference.formats import E8M0FNU, UE4M3, FloatFormat
 from ..reference.validate import one_of, tensor
 
 __all__ = [
+    "Fp4Kind",
+    "KINDS",
     "FP4_KINDS",
+    "kind_row",
     "APIS",
     "call_packed",
-    "BLOCK",
-    "SCALE_FORMAT",
     "to_blocked",
     "unit_scales",
     "blocked_scales",
     "scaled_mm",
 ]
 
-FP4_KINDS = ("mxfp4", "nvfp4")
+
+@dataclasses.dataclass(frozen=True)
+class Fp4Kind:
+    """One block-scaled FP4 GEMM kind: E2M1 elements, ``block`` of them per scale."""
+
+    name: str
+    block: int  # elements per block scale
+    scale_format: FloatFormat  # the block scale's format
+    scale_dtype: str  # the dtype torch's kernel reads the scale bytes as (UE4M3 travels as float8_e4m3fn)
+    f_scaling: str  # its torch.nn.functional.ScalingType member
+
+
+KINDS = {
+    k.name: k
+    for k in (
+        Fp4Kind("mxfp4", 32, E8M0FNU, "float8_e8m0fnu", "BlockWise1x32"),
+        Fp4Kind("nvfp4", 16, UE4M3, "float8_e4m3fn", "BlockWise1x16"),
+    )
+}
+FP4_KINDS = tuple(KINDS)
 APIS = ("F.scaled_mm", "torch._scaled_mm")  # in the order fp8ref prefers them
-BLOCK = {"mxfp4": 32, "nvfp4": 16}  # elements per block scale
-SCALE_FORMAT = {"mxfp4": E8M0FNU, "nvfp4": UE4M3}
-# the dtype torch's kernel reads the scale bytes as (UE4M3 travels as float8_e4m3fn)
-_SCALE_DTYPE = {"mxfp4": "float8_e8m0fnu", "nvfp4": "float8_e4m3fn"}
+
+
+def kind_row(kind: str) -> Fp4Kind:
+    """The row of ``KINDS`` for a kind's name (a ValueError naming the kinds otherwise)."""
+    return KINDS[one_of(kind, FP4_KINDS, "kind")]
 
 
 def to_blocked(scales: torch.Tensor) -> torch.Tensor:
@@ -67,15 +90,14 @@ def to_blocked(scales: torch.Tensor) -> torch.Tensor:
 
 def unit_scales(kind: str, rows: int, k: int) -> torch.Tensor:
     """(rows, k / block) block scale codes of 1.0 in ``kind``'s scale format."""
-    one_of(kind, FP4_KINDS, "kind")
-    return encode(torch.ones(rows, k // BLOCK[kind]), SCALE_FORMAT[kind])
+    row = kind_row(kind)
+    return encode(torch.ones(rows, k // row.block), row.scale_format)
 
 
 def blocked_scales(kind: str, scale_codes: torch.Tensor, device: str) -> torch.Tensor:
     """(rows, k / block) scale codes as ``torch._scaled_mm`` takes them: cuBLAS's layout, viewed
     as the kernel's scale dtype, on ``device``."""
-    one_of(kind, FP4_KINDS, "kind")
-    return to_blocked(scale_codes).view(getattr(torch, _SCALE_DTYPE[kind])).to(device)
+    return to_blocked(scale_codes).view(getattr(torch, kind_row(kind).scale_dtype)).to(device)
 
 
 def scaled_mm(
@@ -94,11 +116,10 @@ def scaled_mm(
     ``b_scale`` (N, K/bs) (E8M0 for mxfp4, UE4M3 bytes for nvfp4); ``tensor_scales`` (nvfp4 two
     level): the output is multiplied by their product, in ``out_dtype``, as torchao does.
     ``api``: which of ``APIS`` calls the kernel."""
-    one_of(kind, FP4_KINDS, "kind")
+    bs = kind_row(kind).block
     one_of(api, APIS, "api")
     for name, t in (("a_codes", a_codes), ("a_scale", a_scale), ("b_codes", b_codes), ("b_scale", b_scale)):
         tensor(t, name, dtypes=(torch.uint8,))
-    bs = BLOCK[kind]
     (m, k), (n, k2) = a_codes.shape, b_codes.shape
     if k != k2 or k % bs or a_scale.shape != (m, k // bs) or b_scale.shape != (n, k // bs):
         raise ValueError(
@@ -127,7 +148,7 @@ def call_packed(
         return torch._scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
     import torch.nn.functional as F  # (a torch without F.scaled_mm refuses: AttributeError)
 
-    recipe = F.ScalingType.BlockWise1x32 if kind == "mxfp4" else F.ScalingType.BlockWise1x16
+    recipe = getattr(F.ScalingType, kind_row(kind).f_scaling)
     swizzle = F.SwizzleType.SWIZZLE_32_4_4  # cuBLAS's layout, which blocked_scales builds
     return F.scaled_mm(
         a,

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import torch
 
-from ..reference.formats import FloatFormat, get_format
+from ..reference.formats import FloatFormat, as_format
 
 __all__ = ["Implementation", "torch_cast", "ml_dtypes_cast", "implementations"]
 
@@ -26,9 +26,9 @@ class Implementation:
         return f"{self.name} {self.version}"
 
 
-def torch_cast(fmt: str | FloatFormat, device: str = "cpu") -> Implementation | None:
+def torch_cast(fmt: FloatFormat, device: str = "cpu") -> Implementation | None:
     """torch's native cast on ``device``; None if this torch has no such dtype."""
-    fmt = get_format(fmt)
+    fmt = as_format(fmt)
     dtype = fmt.torch_dtype()
     if dtype is None:
         return None
@@ -39,9 +39,9 @@ def torch_cast(fmt: str | FloatFormat, device: str = "cpu") -> Implementation | 
     return Implementation(f"torch-{torch.device(device).type}", torch.__version__, cast)
 
 
-def ml_dtypes_cast(fmt: str | FloatFormat) -> Implementation | None:
+def ml_dtypes_cast(fmt: FloatFormat) -> Implementation | None:
     """ml_dtypes' numpy cast (a second, independent implementation); None if unavailable."""
-    fmt = get_format(fmt)
+    fmt = as_format(fmt)
     target = fmt.ml_dtype()
     if target is None:
         return None
@@ -60,7 +60,7 @@ def ml_dtypes_cast(fmt: str | FloatFormat) -> Implementation | None:
     return Implementation("ml_dtypes", ml_dtypes.__version__, cast)
 
 
-def implementations(fmt: str | FloatFormat, devices: tuple[str, ...] = ("cpu",)) -> list[Implementation]:
+def implementations(fmt: FloatFormat, devices: tuple[str, ...] = ("cpu",)) -> list[Implementation]:
     """Every implementation of ``fmt`` available on this install."""
     found = [torch_cast(fmt, d) for d in devices] + [ml_dtypes_cast(fmt)]
     return [i for i in found if i is not None]

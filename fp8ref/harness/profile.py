@@ -1,7 +1,8 @@
 """The behaviour profile of an install: what it does where correct installs may differ.
 
 A profile is JSON: ``versions`` (what produced it) and ``behaviour``, a flat, sorted mapping of
-dotted keys to plain values, so a difference reads as one line per key. This module is a thin list
+dotted keys to plain values, so a difference reads as one line per key (the file format and the
+diff: ``profile_file``; the pinned goldens: ``golden``). This module is a thin list
 of probes: each asks the module that knows the behaviour (``conformance`` for casts, ``install``
 for what the install accepts, ``torchao_compat`` for torchao's recipe table and casts, ``emulate``
 for the MLP) and writes down the answer. Invariants are asserted elsewhere; the profile holds what
@@ -20,46 +21,20 @@ exact (``exact_linear_problem``), or with one intra-op thread and a stated toler
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import torch
 
-from ..reference.formats import select
+from ..reference.formats import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E8M0FNU, select
 from ..reference.recipes import TORCHAO_RECIPES
 from . import deviations, install, probes
 from .cast_inputs import all_16bit_inputs, training_tensor_with
 from .conformance import check_cast, float64_rounding
 from .implementations import torch_cast
 from .install import device_kind, versions
-from .profile_file import (  # noqa: F401 - the profile's file format, part of this module's API
-    PROFILE_VERSION,
-    TOLERANCES,
-    ProfileError,
-    diff,
-    format_diff,
-    load,
-    same_value,
-    save,
-    who,
-)
+from .profile_file import PROFILE_VERSION
 from .refusals import attempt
 
-__all__ = [
-    "PROFILE_VERSION",
-    "ProfileError",
-    "TOLERANCES",
-    "device_kind",
-    "versions",
-    "collect",
-    "save",
-    "load",
-    "same_value",
-    "diff",
-    "format_diff",
-    "golden_path",
-    "compare_with_golden",
-    "exact_linear_problem",
-]
+__all__ = ["collect", "exact_linear_problem"]
 
 
 def _describe_cast(codes: torch.Tensor, scale: torch.Tensor) -> str:
@@ -238,7 +213,7 @@ def _probe_torchao(device: str) -> dict:
         out.update(
             _isolated(
                 [key],
-                lambda g=g, pow2=pow2, key=key: {key: _sha(*ao.dynamic_cast(x, "e4m3fn", g, pow2))},
+                lambda g=g, pow2=pow2, key=key: {key: _sha(*ao.dynamic_cast(x, E4M3FN, g, pow2))},
                 device=device,
             )
         )
@@ -256,7 +231,7 @@ def _probe_torchao(device: str) -> dict:
             out.update(
                 _isolated(
                     [key],
-                    lambda xs=xs, g=g, key=key: {key: _describe_cast(*ao.dynamic_cast(xs, "e4m3fn", g, False))},
+                    lambda xs=xs, g=g, key=key: {key: _describe_cast(*ao.dynamic_cast(xs, E4M3FN, g, False))},
                     device=device,
                 )
             )
@@ -279,12 +254,11 @@ def _probe_torchao_narrow(device: str) -> dict:
     """torchao's FP4/FP6 casts on every bfloat16 pattern (in-range mismatches against the codec;
     what NaN becomes, which no spec fixes), and digests of its MX FP4/FP6 and NVFP4 quantization
     of one fixed input (a change in rounding, nibble order or the two-level scale changes them)."""
-    from ..reference.formats import select
     from . import torchao_compat as ao
 
     out = {}
-    for fmt in ("e2m1fn", "e2m3fn", "e3m2fn"):
-        key = f"torchao.narrow.{fmt}.bf16"
+    for fmt in (E2M1FN, E2M3FN, E3M2FN):
+        key = f"torchao.narrow.{fmt.name}.bf16"
 
         def probe(fmt=fmt, key=key):
             r = check_cast(ao.narrow_cast(fmt), all_16bit_inputs(torch.bfloat16), fmt, "bf16")
@@ -317,7 +291,7 @@ def _probe_torchao_narrow(device: str) -> dict:
             for special in ("inf", "-inf", "nan"):
                 xs = torch.ones(1, 32, device=device)
                 xs[0, 5] = float(special)
-                words.append(f"{special} 0x{int(ao.to_mx(xs, 'e4m3fn', 32, mode)[0].reshape(-1)[0]):02x}")
+                words.append(f"{special} 0x{int(ao.to_mx(xs, E4M3FN, 32, mode)[0].reshape(-1)[0]):02x}")
             return {key: " ".join(words)}
 
         out.update(_isolated([key], special_probe, device=device))
@@ -371,7 +345,7 @@ def _probe_special_casts(device: str) -> dict:
             out.update(
                 _isolated([key], lambda impl=impl, d=d, key=key: {key: deviations.observe(impl, d)}, device=device)
             )
-    impl = torch_cast("e8m0fnu", device)
+    impl = torch_cast(E8M0FNU, device)
     if impl is not None:
         ties = torch.tensor([1.5, 0.75, 3 * 2.0**-128, 0.0], dtype=torch.float32)
         key = "cast.e8m0fnu.f32.ties_and_zero"
@@ -397,47 +371,3 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
         "versions": versions(device),
         "behaviour": dict(sorted(behaviour.items())),
     }
-
-
-def golden_path(golden_dir: str | Path, device: str = "cpu") -> Path:
-    return Path(golden_dir) / f"{device_kind(device)}.json"
-
-
-def compare_with_golden(
-    golden_dir: str | Path, device: str = "cpu", update: bool = False, now: dict | None = None
-) -> tuple[str, list[str]]:
-    """Hold this install's profile (``now``, collected when not given) against the one pinned for
-    the device kind.
-
-    Returns (status, lines): ``("equal", [])``, ``("differs", one line per key)``,
-    ``("missing", [how to pin])``, ``("unreadable", [what is wrong, how to re-pin])`` (a truncated
-    or corrupted golden) or, with ``update``, ``("updated", [what was written])``.
-    """
-    path = golden_path(golden_dir, device)
-    if not update and not path.exists():  # checked first: collecting takes tens of seconds on a GPU
-        test = (
-            "tests/cpu/tools/test_golden_profile.py"
-            if device_kind(device) == "cpu"
-            else "tests/gpu/test_golden_profile.py"
-        )
-        return "missing", [
-            f"no golden profile for device kind {device_kind(device)!r} ({path}); pin this one alone, on "
-            f"purpose, with `pytest {test} --fp8-update-golden` (or `python -m fp8ref profile --device "
-            f"{device} --out {path}`), and commit it saying why"
-        ]
-    if now is None:
-        now = collect(device)
-    if update:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        save(now, path)
-        return "updated", [f"re-pinned {path} on {who(now)}; commit it and say why in the message"]
-    try:
-        pinned = load(path)
-    except ProfileError as exc:
-        return "unreadable", [
-            f"the golden profile {exc}",
-            "restore it from version control, or re-pin on purpose: "
-            "`pytest tests/cpu/tools/test_golden_profile.py --fp8-update-golden`",
-        ]
-    lines = format_diff(pinned, now)
-    return ("differs" if lines else "equal"), lines

@@ -51,7 +51,6 @@ INSTALL_PACKAGES = ("torch", "torchao", "ml_dtypes", "numpy", "triton", "functor
 # What a native (C/C++) torch function raises when it refuses: c10::Error and friends map to these.
 NATIVE_REFUSALS = (RuntimeError, TypeError, ValueError, IndexError, AttributeError)
 
-_FP8REF_DIR = Path(__file__).resolve().parent
 
 # Messages of errors that break the CUDA context (CUDA runtime error strings as torch reports them).
 DEVICE_FAULTS = re.compile(

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..reference.formats import FloatFormat, get_format
+from ..reference.formats import FloatFormat, as_format
 from .conformance import CastReport, Mode, check_cast, encode_or_zero, is_nan_code, merge_reports
 from .implementations import Implementation
 
@@ -123,7 +123,7 @@ def _homogeneous_report(
 
 
 def sweep_float32(
-    impl: Implementation, fmt: str | FloatFormat, first: int = 0, count: int = 1 << 32, chunk: int = 1 << 20
+    impl: Implementation, fmt: FloatFormat, first: int = 0, count: int = 1 << 32, chunk: int = 1 << 20
 ) -> CastReport:
     """Every float32 bit pattern in ``[first, first + count)`` (as unsigned 32-bit patterns) cast
     by ``impl`` and compared with the codec, ``chunk`` at a time; one merged ``CastReport``.
@@ -131,7 +131,7 @@ def sweep_float32(
     A chunk whose inputs are all in range, all NaN or all finite overflow is checked with one
     codec pass and one comparison; a chunk that mixes classes (or differs) goes through the full
     ``check_cast``, whose report says what differs. Chunks never straddle the sign bit."""
-    fmt = get_format(fmt)
+    fmt = as_format(fmt)
     if not (0 <= first and count > 0 and first + count <= 1 << 32 and first % chunk == 0 and count % chunk == 0):
         raise ValueError(
             f"first, count: expected a range of whole {chunk}-pattern chunks in [0, 2^32), "

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import torch
 
-from ..reference.formats import FloatFormat, get_format
+from ..reference.formats import FloatFormat, as_format
 from ..reference.scaling import Granularity
 from .install import require
 
@@ -95,19 +95,19 @@ def _granularity_args(granularity: Granularity):
     raise ValueError(f"granularity: torchao.float8 scales tensorwise or axiswise, got {granularity}")
 
 
-def tensor_to_scale(x: torch.Tensor, fmt: str | FloatFormat, granularity: Granularity, pow2: bool) -> torch.Tensor:
+def tensor_to_scale(x: torch.Tensor, fmt: FloatFormat, granularity: Granularity, pow2: bool) -> torch.Tensor:
     """torchao's ``float8_utils.tensor_to_scale``."""
     require_torchao()
     from torchao.float8.float8_utils import tensor_to_scale as ao_tensor_to_scale
 
     g, dim = _granularity_args(granularity)
     return ao_tensor_to_scale(
-        x, get_format(fmt).torch_dtype(), scaling_granularity=g, axiswise_dim=dim, round_scales_to_power_of_2=pow2
+        x, as_format(fmt).torch_dtype(), scaling_granularity=g, axiswise_dim=dim, round_scales_to_power_of_2=pow2
     )
 
 
 def dynamic_cast(
-    x: torch.Tensor, fmt: str | FloatFormat, granularity: Granularity, pow2: bool
+    x: torch.Tensor, fmt: FloatFormat, granularity: Granularity, pow2: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """torchao's ``hp_tensor_to_float8_dynamic``: (uint8 codes, scale)."""
     require_torchao()
@@ -117,7 +117,7 @@ def dynamic_cast(
     g, dim = _granularity_args(granularity)
     t = hp_tensor_to_float8_dynamic(
         x,
-        get_format(fmt).torch_dtype(),
+        as_format(fmt).torch_dtype(),
         LinearMMConfig(),
         scaling_granularity=g,
         axiswise_dim=dim,
@@ -127,7 +127,7 @@ def dynamic_cast(
 
 
 def to_mx(
-    x: torch.Tensor, fmt: str | FloatFormat, block_size: int = 32, mode: str = "floor"
+    x: torch.Tensor, fmt: FloatFormat, block_size: int = 32, mode: str = "floor"
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """torchao's ``prototype.mx_formats.mx_tensor.to_mx``: (E8M0 scale codes, element codes;
     FP4 elements come packed two per byte, FP6 one per byte)."""
@@ -135,7 +135,7 @@ def to_mx(
     from torchao.prototype.mx_formats.config import ScaleCalculationMode
     from torchao.prototype.mx_formats.mx_tensor import to_mx as ao_to_mx
 
-    scale, data = ao_to_mx(x, _mx_elem_dtype(get_format(fmt)), block_size, scaling_mode=ScaleCalculationMode(mode))
+    scale, data = ao_to_mx(x, _mx_elem_dtype(as_format(fmt)), block_size, scaling_mode=ScaleCalculationMode(mode))
     return scale.view(torch.uint8), data.view(torch.uint8)
 
 
@@ -151,7 +151,7 @@ def _mx_elem_dtype(fmt: FloatFormat):
 def mx_dequantize(
     codes: torch.Tensor,
     scale_codes: torch.Tensor,
-    fmt: str | FloatFormat,
+    fmt: FloatFormat,
     block_size: int = 32,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
@@ -160,7 +160,7 @@ def mx_dequantize(
     require_torchao()
     from torchao.prototype.mx_formats.mx_tensor import to_dtype
 
-    fmt = get_format(fmt)
+    fmt = as_format(fmt)
     elem = _mx_elem_dtype(fmt)
     data = codes.view(elem) if fmt.bits == 8 else codes  # FP4/FP6 stay uint8 (as MXTensor holds them)
     return to_dtype(data, scale_codes.view(torch.float8_e8m0fnu), elem, block_size, dtype)
@@ -168,7 +168,7 @@ def mx_dequantize(
 
 def mx_tensor_dequantize(
     x: torch.Tensor,
-    fmt: str | FloatFormat,
+    fmt: FloatFormat,
     block_size: int = 32,
     mode: str = "floor",
     dtype: torch.dtype = torch.float32,
@@ -178,7 +178,7 @@ def mx_tensor_dequantize(
     from torchao.prototype.mx_formats.config import ScaleCalculationMode
     from torchao.prototype.mx_formats.mx_tensor import MXTensor
 
-    t = MXTensor.to_mx(x, _mx_elem_dtype(get_format(fmt)), block_size, ScaleCalculationMode(mode))
+    t = MXTensor.to_mx(x, _mx_elem_dtype(as_format(fmt)), block_size, ScaleCalculationMode(mode))
     return t.dequantize(dtype)
 
 
@@ -211,12 +211,12 @@ def mx_default_modes() -> dict[str, str]:
     return out
 
 
-def narrow_cast(fmt: str | FloatFormat):
+def narrow_cast(fmt: FloatFormat):
     """torchao's float32 -> unpacked FP4/FP6 helper as a conformance ``Implementation`` (bfloat16
     and float16 inputs go through float32, which is exact); None for other formats."""
     from .implementations import Implementation
 
-    fmt = get_format(fmt)
+    fmt = as_format(fmt)
     if fmt.name not in _NARROW_HELPERS:
         return None
     torchao = require_torchao()
@@ -226,9 +226,9 @@ def narrow_cast(fmt: str | FloatFormat):
     return Implementation(f"torchao.{fn.__name__}", torchao.__version__, lambda x: fn(x.float()).view(torch.uint8))
 
 
-def narrow_decode(codes: torch.Tensor, fmt: str | FloatFormat) -> torch.Tensor:
+def narrow_decode(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     """torchao's unpacked FP4/FP6 -> float32 helper."""
-    fmt = get_format(fmt)
+    fmt = as_format(fmt)
     require_torchao()
     from torchao.prototype.mx_formats import kernels
 

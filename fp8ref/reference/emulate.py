@@ -29,7 +29,6 @@ from .validate import instance, positive_int, tensor
 __all__ = [
     "fp8_linear",
     "fp8_autocast",
-    "fp8_state",
     "Fp8LinearFunction",
     "cast_operand",
     "emulated_gemm",
@@ -210,11 +209,6 @@ class _Fp8LinearMode(TorchFunctionMode):
 
 
 _STATE = Fp8State()
-
-
-def fp8_state() -> Fp8State:
-    """The process-wide state ``fp8_autocast`` uses unless given one."""
-    return _STATE
 
 
 @contextlib.contextmanager

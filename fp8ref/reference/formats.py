@@ -45,6 +45,7 @@ __all__ = [
     "FORMATS",
     "select",
     "get_format",
+    "as_format",
     "formats_table",
 ]
 
@@ -403,6 +404,14 @@ def get_format(fmt: str | FloatFormat) -> FloatFormat:
             return FORMATS[key]
         raise ValueError(f"fmt: expected one of {sorted(FORMATS)}, got {fmt!r}")
     raise TypeError(f"fmt: expected a FloatFormat or a format name, got {type(fmt).__name__}")
+
+
+def as_format(fmt: FloatFormat, name: str = "fmt") -> FloatFormat:
+    """``fmt`` itself when it is a FloatFormat, else a TypeError: the harness takes formats resolved
+    once at its edge (``get_format`` turns a name into one there)."""
+    if not isinstance(fmt, FloatFormat):
+        raise TypeError(f"{name}: expected a FloatFormat (get_format({fmt!r}) gives one), got {type(fmt).__name__}")
+    return fmt
 
 
 def formats_table(formats: Iterable[FloatFormat] = FORMATS.values()) -> str:

@@ -14,8 +14,10 @@ why. Invariants are not here: they are asserted by the other tests.
 
 import pytest
 
-from fp8ref.harness.profile import compare_with_golden
+from fp8ref.harness.golden import compare_with_golden
 from tests.common.paths import GOLDEN
+
+HOW_TO_PIN = "pytest tests/cpu/tools/test_golden_profile.py --fp8-update-golden"
 
 
 # The golden holds torchao's behaviour too: without torchao the profile cannot match it (the
@@ -23,7 +25,7 @@ from tests.common.paths import GOLDEN
 @pytest.mark.needs("torchao")
 def test_behaviour_profile_matches_the_cpu_golden(request, record_observation, cpu_profile):
     status, lines = compare_with_golden(
-        GOLDEN, "cpu", update=request.config.getoption("--fp8-update-golden"), now=cpu_profile
+        GOLDEN, "cpu", update=request.config.getoption("--fp8-update-golden"), now=cpu_profile, how_to_pin=HOW_TO_PIN
     )
     if status in ("missing", "updated"):
         record_observation("golden profile (cpu)", lines[0])

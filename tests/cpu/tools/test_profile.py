@@ -6,8 +6,10 @@ import json
 import pytest
 
 from fp8ref.__main__ import main
+from fp8ref.harness.golden import compare_with_golden
 from fp8ref.harness.install import device_kind
-from fp8ref.harness.profile import TOLERANCES, compare_with_golden, diff, format_diff, load, save
+from fp8ref.harness.profile_file import TOLERANCES, diff, format_diff, load, save
+from tests.gpu.test_golden_profile import HOW_TO_PIN as GPU_PIN
 
 
 def _p(torch_v, **behaviour):
@@ -66,19 +68,22 @@ def test_compare_with_golden_collects_this_install_when_not_given_a_profile(tmp_
 
 def test_missing_golden_says_how_to_pin(tmp_path, here):
     status, lines = compare_with_golden(tmp_path, "cpu", now=here)
-    assert status == "missing" and "pytest tests/cpu/tools/test_golden_profile.py --fp8-update-golden" in lines[0]
+    assert status == "missing" and f"python -m fp8ref profile --device cpu --out {tmp_path / 'cpu.json'}" in lines[0]
+    status, lines = compare_with_golden(tmp_path, "cpu", now=here, how_to_pin="pytest THAT --fp8-update-golden")
+    assert status == "missing" and "`pytest THAT --fp8-update-golden`" in lines[0]
 
 
 def test_a_missing_golden_is_found_before_collecting(tmp_path, monkeypatch):
     """On a GPU runner collecting takes tens of seconds: a missing golden says so at once, and
     names the test that pins only this device kind's file (not the CPU golden too)."""
+    import fp8ref.harness.golden
     import fp8ref.harness.profile
 
     monkeypatch.setattr(fp8ref.harness.profile, "collect", lambda *a, **k: pytest.fail("collected"))
-    monkeypatch.setattr(fp8ref.harness.profile, "device_kind", lambda device: "cuda-sm90")
-    status, lines = compare_with_golden(tmp_path, "cuda")
+    monkeypatch.setattr(fp8ref.harness.golden, "device_kind", lambda device: "cuda-sm90")
+    status, lines = compare_with_golden(tmp_path, "cuda", how_to_pin=GPU_PIN)
     assert status == "missing" and "cuda-sm90" in lines[0]
-    assert "pytest tests/gpu/test_golden_profile.py --fp8-update-golden" in lines[0]
+    assert f"`{GPU_PIN}`" in lines[0]
 
 
 def test_update_writes_the_golden(tmp_path, here):
@@ -138,6 +143,7 @@ def test_bad_profile_and_device_are_rejected(tmp_path):
 def test_a_corrupted_golden_names_the_file_and_how_to_re_pin(tmp_path, content):
     path = tmp_path / "cpu.json"
     path.write_text(content)
-    status, lines = compare_with_golden(tmp_path, "cpu", now={"fp8ref_profile": 1, "versions": {}, "behaviour": {}})
+    now = {"fp8ref_profile": 1, "versions": {}, "behaviour": {}}
+    status, lines = compare_with_golden(tmp_path, "cpu", now=now, how_to_pin="pytest THAT --fp8-update-golden")
     assert status == "unreadable"
-    assert str(path) in lines[0] and "--fp8-update-golden" in lines[1]
+    assert str(path) in lines[0] and "`pytest THAT --fp8-update-golden`" in lines[1]
