@@ -1,0 +1,25 @@
+"""The catch rate over every fault family in tests/meta, in one place (no state is shared between
+tests, so any order works): it goes into the end-of-run summary."""
+
+from __future__ import annotations
+
+from fp8ref.reference.formats import E4M3FN, E5M2
+from tests.meta.test_cast_faults import CAST_FAULTS, cast_fault_caught
+from tests.meta.test_fsdp_faults import FSDP_FAULTS, fsdp_fault_caught
+from tests.meta.test_input_space_faults import INPUT_SPACE_FAULTS
+from tests.meta.test_scale_faults import SCALE_FAULTS, delayed_fault_caught, recipe_fault_caught, scale_fault_caught
+from tests.meta.test_scaled_mm_faults import MM_FAULTS, scaled_mm_excess
+
+
+def test_the_catch_rate_over_every_injected_fault(record_observation):
+    """Every fault of the families above, again."""
+    results = {f"cast {fmt.name}: {f}": cast_fault_caught(f, fmt) for fmt in (E4M3FN, E5M2) for f in CAST_FAULTS}
+    results |= {f"scale: {f}": scale_fault_caught(f) for f in SCALE_FAULTS}
+    results["recipe: E4M3 gradients"] = recipe_fault_caught()
+    results["delayed: latest amax instead of the window max"] = delayed_fault_caught()
+    results |= {f"_scaled_mm: {f}": scaled_mm_excess(f) is not None for f in MM_FAULTS}
+    results |= {f"FSDP float8 all-gather: {f}": fsdp_fault_caught(f) for f in FSDP_FAULTS}
+    results |= {f"input space: {f}": check() for f, check in INPUT_SPACE_FAULTS.items()}
+    caught = sum(results.values())
+    record_observation("tests/meta: injected faults caught", f"{caught} of {len(results)}")
+    assert caught == len(results), [k for k, v in results.items() if not v]

@@ -1,0 +1,57 @@
+"""FSDP2's float8 all-gather: a scale from one rank's shard, a gather not refreshed after the
+optimizer step, bf16 on the wire.
+
+Deliberately broken stand-ins run through the same checks the suite holds torch and torchao to;
+each must be reported (a fault that passes means a check went blind). ``test_catch_rate.py`` runs
+every family again for the catch rate printed at the end of the run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.common import fsdp_checks
+
+# --- FSDP2 float8 all-gather, through tests/common/fsdp_checks ------------------------------------------
+# A sharded run as tests/scripts/fsdp_float8.py records it, built here from two steps of weights,
+# with each fault as torchao's FSDP float8 path once had one.
+FSDP_FAULTS = ("scale from the rank's shard", "stale all-gather after the optimizer step", "bf16 on the wire")
+
+
+def _fsdp_run(fault: str | None) -> tuple[dict, list]:
+    gen = torch.Generator().manual_seed(0)
+    steps = [[torch.randn(8, 4, generator=gen) * (s + 1), torch.randn(2, 8, generator=gen)] for s in range(2)]
+    gathers, scales = [], []
+    for s, weights in enumerate(steps):
+        for w in (weights[0], weights[1], weights[1], weights[0]):  # forward, then backward
+            source = steps[0][0 if w.shape[0] == 8 else 1] if fault == FSDP_FAULTS[1] and s == 1 else w
+            codes, scale = fsdp_checks.reference_cast(source)
+            if fault == FSDP_FAULTS[0]:  # the amax of rank 0's half of the rows only
+                codes, scale = fsdp_checks.reference_cast(source[: source.shape[0] // 2])
+                codes = torch.cat([codes, codes])  # (each rank casts its shard with its own scale)
+            if fault == FSDP_FAULTS[2]:
+                codes = source.to(torch.bfloat16).view(torch.uint8).reshape(source.shape[0], -1)
+            gathers.append({"codes": codes, "scale": scale, "reused_buffer": s == 1, "dtype": "torch.float8_e4m3fn"})
+        shard_scales = [
+            fsdp_checks.reference_cast(w[: w.shape[0] // 2] if fault == FSDP_FAULTS[0] else w)[1] for w in weights
+        ]
+        scales.append(shard_scales)
+    return {"all_gathers": gathers, "precomputed_scales": scales[1:] + [scales[1]]}, steps
+
+
+def fsdp_fault_caught(fault: str | None) -> bool:
+    run, steps = _fsdp_run(fault)
+    return bool(fsdp_checks.all_gather_differences(run, steps))
+
+
+@pytest.mark.parametrize("fault", FSDP_FAULTS)
+def test_fsdp_float8_all_gather_fault_is_caught(fault):
+    assert not fsdp_fault_caught(None)
+    assert fsdp_fault_caught(fault)
+
+
+def test_a_precomputed_scale_from_a_shard_is_caught():
+    run, steps = _fsdp_run(None)
+    assert not fsdp_checks.precomputed_scale_differences(run, [steps[1], steps[1]])
+    broken, _ = _fsdp_run(FSDP_FAULTS[0])
+    assert fsdp_checks.precomputed_scale_differences(broken, [steps[1], steps[1]])

@@ -1,0 +1,32 @@
+"""``_scaled_mm``: a stand-in that divides by its scales, or accumulates in bfloat16.
+
+Deliberately broken stand-ins run through the same checks the suite holds torch and torchao to;
+each must be reported (a fault that passes means a check went blind). ``test_catch_rate.py`` runs
+every family again for the catch rate printed at the end of the run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.common import scaled_mm_checks
+
+# --- _scaled_mm, through tests/common/scaled_mm_checks.excess -------------------------------------------
+# faults of tests/common/scaled_mm_checks.stand_in: bfloat16 keeps 7 mantissa bits of its partial sums
+MM_FAULTS = {"divides by its scales": {"scales_inverted": True}, "accumulates in bfloat16": {"keep_bits": 7}}
+
+
+def scaled_mm_excess(fault: str | None) -> str | None:
+    c = scaled_mm_checks.case(32, 64, 48, "rowwise", "cpu")
+    real = torch._scaled_mm
+    torch._scaled_mm = scaled_mm_checks.stand_in(**({} if fault is None else MM_FAULTS[fault]))
+    try:
+        return scaled_mm_checks.excess(c, scaled_mm_checks.run(c, torch.float32), torch.float32)
+    finally:
+        torch._scaled_mm = real
+
+
+@pytest.mark.parametrize("fault", list(MM_FAULTS))
+def test_scaled_mm_fault_is_caught(fault):
+    assert scaled_mm_excess(None) is None
+    assert scaled_mm_excess(fault) is not None
