@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -41,6 +42,21 @@ _HOMES = {
         "reference.formats",
     ),
 }
+
+if TYPE_CHECKING:  # the names as the type checker sees them at run time they load lazily
+    from .reference.codec import decode as decode
+    from .reference.codec import encode as encode
+    from .reference.codec import round_to_format as round_to_format
+    from .reference.formats import E4M3FN as E4M3FN
+    from .reference.formats import E4M3FNUZ as E4M3FNUZ
+    from .reference.formats import E5M2 as E5M2
+    from .reference.formats import E5M2FNUZ as E5M2FNUZ
+    from .reference.formats import E8M0FNU as E8M0FNU
+    from .reference.formats import FORMATS as FORMATS
+    from .reference.formats import FloatFormat as FloatFormat
+    from .reference.formats import NanRule as NanRule
+    from .reference.formats import get_format as get_format
+    from .reference.formats import select as select
 
 __all__ = [*_HOMES, "__version__"]
 

@@ -11,6 +11,8 @@ Names are loaded on first use, so ``fp8ref.finetune.presets`` is cheap to import
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .. import lazy_names
 
 _HOMES = {
@@ -32,6 +34,25 @@ _HOMES = {
     "parity_line": "report",
     "plot_losses": "report",
 }
+
+if TYPE_CHECKING:  # the names as the type checker sees them at run time they load lazily
+    from .config import FinetuneConfig as FinetuneConfig
+    from .config import ResourceUnavailable as ResourceUnavailable
+    from .parity_rule import parity as parity
+    from .parity_rule import tail_gap as tail_gap
+    from .presets import FP8_BUDGET as FP8_BUDGET
+    from .presets import PARITY_Z as PARITY_Z
+    from .presets import PRESETS as PRESETS
+    from .presets import Preset as Preset
+    from .report import parity_line as parity_line
+    from .report import plot_losses as plot_losses
+    from .report import save_results as save_results
+    from .report import summary_lines as summary_lines
+    from .sources import preset_model as preset_model
+    from .train import RESULTS_SCHEMA as RESULTS_SCHEMA
+    from .train import calibrate as calibrate
+    from .train import compare as compare
+    from .train import nudge_weights as nudge_weights
 
 __all__ = sorted(_HOMES)  # (the one table of public names)
 

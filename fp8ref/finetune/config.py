@@ -6,6 +6,7 @@ import dataclasses
 import math
 import os
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -13,11 +14,21 @@ from ..reference.recipes import RECIPES, TORCHAO_RECIPES
 from ..reference.validate import one_of
 from .presets import FP8_BUDGET, PRESETS
 
-__all__ = ["FinetuneConfig", "ResourceUnavailable", "BACKENDS", "LOCAL_BUILDERS"]
+__all__ = ["FinetuneConfig", "ResourceUnavailable", "BACKENDS", "LOCAL_BUILDERS", "filled"]
+
+T = TypeVar("T")
 
 BACKENDS = ("torchao", "fp8ref")
 # local dataset files by suffix -> the datasets builder that reads them
 LOCAL_BUILDERS = {".txt": "text", ".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+
+
+def filled(value: T | None, name: str) -> T:
+    """A field that ``FinetuneConfig.resolved()`` fills in: its value, or a ValueError naming it
+    for a config that was not resolved."""
+    if value is None:
+        raise ValueError(f"{name}: not set; use FinetuneConfig.resolved(), which fills it from the preset")
+    return value
 
 
 class ResourceUnavailable(RuntimeError):
@@ -88,7 +99,7 @@ class FinetuneConfig:
             low = 0 if name in ("seed", "noise_runs") else 1
             if not isinstance(v, int) or isinstance(v, bool) or v < low:
                 raise ValueError(f"{name}: expected an int >= {low}, got {v!r}")
-        if out.seq_len < 2:
+        if filled(out.seq_len, "seq_len") < 2:
             raise ValueError(f"seq_len: expected at least 2 (a next-token loss needs two), got {out.seq_len}")
         for name in ("lr", "weight_decay", "max_grad_norm", "fp8_budget"):
             v = getattr(out, name)
@@ -101,7 +112,7 @@ class FinetuneConfig:
             ):
                 raise ValueError(f"{name}: expected a finite number >= 0 (lr > 0), got {v!r}")
         if out.warmup_steps is None:
-            out.warmup_steps = max(1, out.steps // 10)
+            out.warmup_steps = max(1, filled(out.steps, "steps") // 10)
         elif not isinstance(out.warmup_steps, int) or out.warmup_steps < 0:
             raise ValueError(f"warmup_steps: expected an int >= 0, got {out.warmup_steps!r}")
         try:
@@ -119,4 +130,4 @@ class FinetuneConfig:
     @property
     def throughput_warmup(self) -> int:
         """Steps left out of tokens/s: compilation and allocator warm-up (fp8_parity.py used 10)."""
-        return min(10, max(1, self.steps // 5))
+        return min(10, max(1, filled(self.steps, "steps") // 5))

@@ -20,7 +20,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 
@@ -246,7 +247,7 @@ def documents(n_tokens: int, seed: int = 0, grammar: Grammar = GRAMMAR) -> list[
     raise RuntimeError("the grammar's walk ended")  # (it never does: walk() is endless)
 
 
-def grammar_dataset(n_tokens: int, seed: int = 0):
+def grammar_dataset(n_tokens: int, seed: int = 0) -> Any:
     """The corpus as a ``datasets.Dataset`` with one ``text`` column (one row per document)."""
     import datasets
 
@@ -268,7 +269,9 @@ class ByteTokenizer:
         return bytes(i for i in ids if i < 256).decode("utf-8", errors="replace")
 
 
-def pack(texts: Iterable[str], encode, eos_token_id: int, steps: int, batch: int, seq_len: int) -> torch.Tensor:
+def pack(
+    texts: Iterable[str], encode: Callable[[str], list[int]], eos_token_id: int, steps: int, batch: int, seq_len: int
+) -> torch.Tensor:
     """Concatenate ``encode(text) + [eos]`` per document, in order, and cut the stream into
     ``steps`` batches of ``batch`` rows of ``seq_len`` tokens: an int64 tensor
     ``(steps, batch, seq_len)``. Raises ValueError when the texts run out first."""

@@ -13,6 +13,8 @@ import contextlib
 import dataclasses
 import inspect
 import math
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
@@ -23,7 +25,7 @@ __all__ = ["PERTURBATIONS", "perturbation"]
 
 
 @contextlib.contextmanager
-def _patched(module, name: str, wrap):
+def _patched(module: Any, name: str, wrap: Callable[[Any], Any]) -> Iterator[None]:
     orig = getattr(module, name)
     setattr(module, name, wrap(orig))
     try:
@@ -108,6 +110,6 @@ PERTURBATIONS = {
 }
 
 
-def perturbation(name: str):
+def perturbation(name: str) -> contextlib.AbstractContextManager[None]:
     """The context manager for ``name`` (a key of ``PERTURBATIONS``)."""
     return PERTURBATIONS[one_of(name, sorted(PERTURBATIONS), "name")][1]()

@@ -28,7 +28,7 @@ def save_results(results: dict, path: str | Path) -> Path:
     return write_text(path, json.dumps(clean(results), indent=1) + "\n")
 
 
-def _fmt(x, spec: str) -> str:
+def _fmt(x: float | None, spec: str) -> str:
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
 
@@ -55,7 +55,7 @@ def summary_lines(results: dict) -> list[str]:
     return lines
 
 
-def _pct(x) -> str:
+def _pct(x: float | None) -> str:
     return _fmt(None if x is None else 100 * x, ".2f")
 
 

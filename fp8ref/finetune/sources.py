@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..harness import probes
 from ..harness.install import require, versions_line
-from .config import LOCAL_BUILDERS, FinetuneConfig, ResourceUnavailable
+from .config import LOCAL_BUILDERS, FinetuneConfig, ResourceUnavailable, filled
 from .corpus import GRAMMAR, ByteTokenizer, grammar_dataset, pack
 from .presets import PRESETS
 
@@ -43,11 +45,11 @@ def preset_model(cfg: FinetuneConfig, vocab_size: int) -> torch.nn.Module:
         vocab_size=vocab_size,
         hidden_size=p.hidden_size,
         intermediate_size=p.intermediate_size,
-        num_hidden_layers=cfg.layers,
+        num_hidden_layers=filled(cfg.layers, "layers"),
         num_attention_heads=p.num_attention_heads,
         num_key_value_heads=p.num_key_value_heads,
         head_dim=p.head_dim,
-        max_position_embeddings=max(4096, cfg.seq_len),
+        max_position_embeddings=max(4096, filled(cfg.seq_len, "seq_len")),
         rope_theta=1_000_000.0,
         rms_norm_eps=1e-6,
         tie_word_embeddings=True,
@@ -55,14 +57,15 @@ def preset_model(cfg: FinetuneConfig, vocab_size: int) -> torch.nn.Module:
         attn_implementation=p.attention,
     )
     torch.manual_seed(cfg.seed)
-    return Qwen3ForCausalLM(config).to(torch.bfloat16)
+    # (transformers' stubs type .to() as a wrapper taking the model; it takes a dtype like nn.Module's)
+    return Qwen3ForCausalLM(config).to(torch.bfloat16)  # type: ignore[arg-type]
 
 
 def _looks_like_path(name: str) -> bool:
     return name.startswith((".", "~")) or os.path.isabs(name)
 
 
-def _from_pretrained(name: str, load):
+def _from_pretrained(name: str, load: Callable[[str], Any]) -> Any:
     """``load(name)`` for a hub id or a local directory, any failure turned into ResourceUnavailable."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"model: expected a hub id or a directory, got {name!r}")
@@ -80,7 +83,7 @@ def _from_pretrained(name: str, load):
         ) from exc
 
 
-def pretrained_tokenizer(name: str):
+def pretrained_tokenizer(name: str) -> Any:
     _require_transformers()
     from transformers import AutoTokenizer
 
@@ -98,7 +101,7 @@ def pretrained_model(name: str) -> torch.nn.Module:
     return _from_pretrained(name, lambda path: AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16))
 
 
-def _texts(cfg: FinetuneConfig, n_tokens: int):
+def _texts(cfg: FinetuneConfig, n_tokens: int) -> tuple[Any, str, float | None]:
     """``(texts, description, loss_floor)`` for the configured dataset."""
     if cfg.dataset == "grammar":
         # Byte-level: exactly n_tokens; a subword tokenizer needs more text for as many tokens.
@@ -127,8 +130,9 @@ def _texts(cfg: FinetuneConfig, n_tokens: int):
     return (t for t in ds["text"] if t and t.strip()), what, None
 
 
-def batches(cfg: FinetuneConfig, tokenizer) -> tuple[torch.Tensor, str, float | None]:
-    need = cfg.steps * cfg.batch * cfg.seq_len
+def batches(cfg: FinetuneConfig, tokenizer: Any) -> tuple[torch.Tensor, str, float | None]:
+    steps, batch, seq_len = filled(cfg.steps, "steps"), filled(cfg.batch, "batch"), filled(cfg.seq_len, "seq_len")
+    need = steps * batch * seq_len
     texts, what, floor = _texts(cfg, need)
     if isinstance(tokenizer, ByteTokenizer):
         encode = tokenizer.encode
@@ -137,4 +141,4 @@ def batches(cfg: FinetuneConfig, tokenizer) -> tuple[torch.Tensor, str, float | 
         def encode(text: str) -> list[int]:
             return tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    return pack(texts, encode, tokenizer.eos_token_id, cfg.steps, cfg.batch, cfg.seq_len), what, floor
+    return pack(texts, encode, tokenizer.eos_token_id, steps, batch, seq_len), what, floor

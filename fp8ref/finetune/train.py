@@ -29,7 +29,7 @@ from ..harness.install import package_version, versions
 from ..harness.torchao_compat import require_torchao
 from ..reference.emulate import default_module_filter
 from ..reference.validate import instance
-from .config import FinetuneConfig
+from .config import FinetuneConfig, filled
 from .corpus import ByteTokenizer
 from .parity_rule import parity, tail_gap, tail_loss
 from .sources import batches, preset_model, pretrained_model, pretrained_tokenizer
@@ -73,10 +73,12 @@ Progress = Callable[[str, int, int, float, "float | None"], None]
 def _schedule(cfg: FinetuneConfig) -> Callable[[int], float]:
     """Linear warm-up, then cosine decay to 10% of the peak learning rate."""
 
+    warmup, steps = filled(cfg.warmup_steps, "warmup_steps"), filled(cfg.steps, "steps")
+
     def factor(step: int) -> float:
-        if step < cfg.warmup_steps:
-            return (step + 1) / cfg.warmup_steps
-        t = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+        if step < warmup:
+            return (step + 1) / warmup
+        t = (step - warmup) / max(1, steps - warmup)
         return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * min(1.0, t)))
 
     return factor
@@ -101,10 +103,9 @@ def _train(
         if not getattr(model, "supports_gradient_checkpointing", False):
             raise ValueError(f"grad_checkpointing: {type(model).__name__} does not support it")
         # transformers 5.x renamed it activation_checkpointing_enable; the old name warns
-        if hasattr(model, "activation_checkpointing_enable"):
-            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        else:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kind = "activation" if hasattr(model, "activation_checkpointing_enable") else "gradient"
+        enable: Callable[..., Any] = getattr(model, f"{kind}_checkpointing_enable")
+        enable(**{f"{kind}_checkpointing_kwargs": {"use_reentrant": False}})
     init = _checksum(model)
     fn: Callable[..., Any] = model
     if cfg.compile:
@@ -113,22 +114,23 @@ def _train(
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(
         params,
-        lr=cfg.lr,
+        lr=filled(cfg.lr, "lr"),
         betas=(0.9, 0.95),
         weight_decay=cfg.weight_decay,
         **({"fused": True} if device.type == "cuda" else {}),
     )
     sched = torch.optim.lr_scheduler.LambdaLR(opt, _schedule(cfg))
-    losses: list[float] = []
+    losses: list[float | None] = []
     seconds: list[float] = []
-    tokens_per_step = cfg.batch * cfg.seq_len
+    steps = filled(cfg.steps, "steps")
+    tokens_per_step = filled(cfg.batch, "batch") * filled(cfg.seq_len, "seq_len")
 
     def tokens_per_s() -> float | None:
         timed = seconds[cfg.throughput_warmup :]
         return tokens_per_step * len(timed) / sum(timed) if timed else None
 
     batches = batches.to(device)  # a few MB even for 4b-shaped: no host copies inside the timed loop
-    for step in range(cfg.steps):
+    for step in range(steps):
         _sync(device)
         t0 = time.perf_counter()
         ids = batches[step]
@@ -144,7 +146,7 @@ def _train(
         seconds.append(time.perf_counter() - t0)
         losses.append(value if math.isfinite(value) else None)
         if progress is not None:
-            progress(label, step + 1, cfg.steps, value, tokens_per_s())
+            progress(label, step + 1, steps, value, tokens_per_s())
     return {
         "losses": losses,
         "step_seconds": seconds,
@@ -198,7 +200,13 @@ def _prepare(cfg: FinetuneConfig) -> tuple:
 
 
 def _run(
-    cfg: FinetuneConfig, build, batches: torch.Tensor, label: str, nudge: int, fp8: bool, progress: Progress | None
+    cfg: FinetuneConfig,
+    build: Callable[[], torch.nn.Module],
+    batches: torch.Tensor,
+    label: str,
+    nudge: int,
+    fp8: bool,
+    progress: Progress | None,
 ) -> tuple[dict, dict | None, int]:
     """One training run: ``(run record, FP8 conversion info or None, parameter count)``."""
     device = torch.device(cfg.device)
@@ -232,7 +240,7 @@ def compare(cfg: FinetuneConfig, progress: Progress | None = None) -> dict:
     for run in runs.values():
         run["tail_loss"] = tail_loss(run["losses"])
     bf16_labels = ["bf16"] + [label for label, _ in plan[2:]]
-    verdict = parity([runs[label]["tail_loss"] for label in bf16_labels], tail_f, cfg.fp8_budget)
+    verdict = parity([runs[label]["tail_loss"] for label in bf16_labels], tail_f, filled(cfg.fp8_budget, "fp8_budget"))
     tps_b, tps_f = runs["bf16"]["tokens_per_s"], runs["fp8"]["tokens_per_s"]
     return {
         "schema": RESULTS_SCHEMA,
@@ -251,7 +259,11 @@ def compare(cfg: FinetuneConfig, progress: Progress | None = None) -> dict:
             "fp8_linears": (fp8_info or {}).get("converted"),
             "kept_high_precision": (fp8_info or {}).get("kept_high_precision"),
         },
-        "data": {"dataset": data_what, "tokens_per_step": cfg.batch * cfg.seq_len, "loss_floor": floor},
+        "data": {
+            "dataset": data_what,
+            "tokens_per_step": filled(cfg.batch, "batch") * filled(cfg.seq_len, "seq_len"),
+            "loss_floor": floor,
+        },
         "runs": runs,
         "tail_steps": k,
         "tail_gap": gap,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import torch
 
 from ..reference.codec import encode
-from ..reference.formats import get_format, select
+from ..reference.formats import FloatFormat, get_format, select
 from ..reference.validate import instance, positive_int
 
 __all__ = [
@@ -105,7 +105,13 @@ def synchronized_clock() -> float:
     return time.perf_counter()
 
 
-def codec_throughput(n: int = 1 << 24, formats=None, repeat: int = 5, device: str = "cpu", seed: int = 0) -> list[dict]:
+def codec_throughput(
+    n: int = 1 << 24,
+    formats: Iterable[str | FloatFormat] | None = None,
+    repeat: int = 5,
+    device: str = "cpu",
+    seed: int = 0,
+) -> list[dict]:
     """Encode ``n`` float32 values with the codec and with torch's native cast, per format.
 
     ``formats`` defaults to the FP8 element formats.

@@ -22,6 +22,7 @@ Each input is put in one class, from the format definition alone (via the codec)
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 import torch
 
@@ -344,7 +345,7 @@ def summarize_reports(reports: list[CastReport]) -> list[str]:
     for r in reports:
         groups.setdefault((r.impl, r.fmt), []).append(r)
 
-    def joined(values, sep="|") -> str:
+    def joined(values: Iterable[str], sep: str = "|") -> str:
         return _joined(tuple(sorted(set(values))), sep)
 
     lines = []

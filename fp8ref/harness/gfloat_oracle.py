@@ -26,6 +26,7 @@ one rule wherever ``p * 2^24`` is an integer (every float16 input; every input a
 from __future__ import annotations
 
 import importlib.util
+from typing import Any
 
 import torch
 
@@ -45,7 +46,7 @@ def version() -> str:
     return _version("gfloat")
 
 
-def gfloat_format(fmt: FloatFormat):
+def gfloat_format(fmt: FloatFormat) -> Any:
     """gfloat's ``FormatInfo`` for ``fmt``, or None where gfloat has none (UE4M3)."""
     from gfloat import Domain, Signedness
     from gfloat import formats as gf

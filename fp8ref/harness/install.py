@@ -11,6 +11,7 @@ import importlib.util
 import platform
 import re
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -84,7 +85,7 @@ def needs_package(pkg: str, what: str = "this") -> str:
     return f"{what} needs package {_EXTRAS[pkg][0]}, which is not installed (pip install -e '.[{EXTRAS[pkg]}]')"
 
 
-def require(pkg: str, what: str = "this"):
+def require(pkg: str, what: str = "this") -> Any:
     """Import and return optional package ``pkg``, or raise ``MissingPackage`` saying so."""
     if not has_package(pkg):
         raise MissingPackage(needs_package(pkg, what))

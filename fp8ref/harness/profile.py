@@ -21,6 +21,7 @@ exact (``exact_linear_problem``), or with one intra-op thread and a stated toler
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 
 import torch
 
@@ -50,7 +51,7 @@ def _sha(*tensors: torch.Tensor) -> str:
     return h.hexdigest()[:16]
 
 
-def _isolated(keys: list[str], probe, device: str = "cpu") -> dict:
+def _isolated(keys: list[str], probe: Callable[..., dict], device: str = "cpu") -> dict:
     """``probe()``'s keys, or each of ``keys`` set to the install's refusal when it refuses.
     A bug (an error that is not a refusal) propagates, and so does a device fault, which a CUDA
     ``device`` is synchronized for inside the attempt: see ``fp8ref.harness.refusals``."""

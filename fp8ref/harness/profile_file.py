@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from .atomic import write_text
 
@@ -69,7 +70,7 @@ def who(p: dict) -> str:
 _MISSING = "<absent>"
 
 
-def same_value(key: str, a, b) -> bool:
+def same_value(key: str, a: Any, b: Any) -> bool:
     """Equal, or for a key under ``TOLERANCES`` two numbers within its relative tolerance."""
     if a == b:
         return True

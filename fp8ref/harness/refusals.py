@@ -30,6 +30,7 @@ import linecache
 import re
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import TypeVar
 
 __all__ = [
@@ -73,7 +74,7 @@ def _package_of(filename: str) -> str | None:
     return None
 
 
-def _innermost(exc: BaseException):
+def _innermost(exc: BaseException) -> TracebackType | None:
     tb = exc.__traceback__
     if tb is None:
         return None

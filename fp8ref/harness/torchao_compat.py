@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 import torch
 
 from ..reference.formats import FloatFormat, as_format
 from ..reference.scaling import Granularity
+from .implementations import Implementation
 from .install import require
 
 __all__ = [
@@ -45,7 +47,7 @@ _NARROW_HELPERS = {
 }
 
 
-def require_torchao(what: str = "this"):
+def require_torchao(what: str = "this") -> Any:
     """torchao, with ``torchao.float8`` imported; ``MissingPackage`` when torchao is not installed
     (an ImportError from ``torchao.float8`` itself is this torch refusing torchao, and propagates)."""
     require("torchao", what)
@@ -66,7 +68,7 @@ def recipe_table(recipe_name: str) -> dict:
     c = Float8LinearConfig.from_recipe_name(recipe_name)
     pow2 = " pow2" if c.round_scales_to_power_of_2 else ""
 
-    def describe(cc) -> str:
+    def describe(cc: Any) -> str:
         if cc.scaling_type is ScalingType.DISABLED:
             return "high-precision"
         g = "tensorwise" if cc.scaling_granularity is ScalingGranularity.TENSORWISE else "axiswise(dim=-1)"
@@ -85,7 +87,7 @@ def recipe_table(recipe_name: str) -> dict:
     }
 
 
-def _granularity_args(granularity: Granularity):
+def _granularity_args(granularity: Granularity) -> tuple[Any, int | None]:
     from torchao.float8.config import ScalingGranularity
 
     if granularity.kind == "tensorwise":
@@ -139,7 +141,7 @@ def to_mx(
     return scale.view(torch.uint8), data.view(torch.uint8)
 
 
-def _mx_elem_dtype(fmt: FloatFormat):
+def _mx_elem_dtype(fmt: FloatFormat) -> Any:
     """What torchao's MX code calls an element format: a dtype, or a string for FP6."""
     if fmt.name == "e2m1fn":
         return torch.float4_e2m1fn_x2
@@ -211,7 +213,7 @@ def mx_default_modes() -> dict[str, str]:
     return out
 
 
-def narrow_cast(fmt: FloatFormat):
+def narrow_cast(fmt: FloatFormat) -> Implementation | None:
     """torchao's float32 -> unpacked FP4/FP6 helper as a conformance ``Implementation`` (bfloat16
     and float16 inputs go through float32, which is exact); None for other formats."""
     from .implementations import Implementation

@@ -30,6 +30,8 @@ All scales use torchao's convention (multiplied on quantize); ``.scale_inv`` giv
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from .formats import E4M3FN, FloatFormat, get_format
@@ -83,7 +85,7 @@ def te_scale(
     return torch.where(torch.isinf(sf), torch.full_like(sf, _F32_MAX), sf)
 
 
-def _check_amax(a) -> torch.Tensor:
+def _check_amax(a: Any) -> torch.Tensor:
     if isinstance(a, (int, float)):
         return torch.tensor(float(a), dtype=torch.float32)
     instance(a, torch.Tensor, "amax", "a float tensor or number")
@@ -150,7 +152,7 @@ class DelayedScaling:
             return self.amax_history.max()
         return self.amax_history[0]
 
-    def update(self, amax) -> torch.Tensor:
+    def update(self, amax: torch.Tensor | float) -> torch.Tensor:
         """Record this step's amax; recompute the scale (every ``interval`` updates). Returns it."""
         a = _check_amax(amax)
         self.amax_history = torch.roll(self.amax_history, 1)
@@ -178,17 +180,17 @@ class TensorMeta:
         self.x_scale = torch.ones((), dtype=torch.float32)
         self.g_scale = torch.ones((), dtype=torch.float32)
 
-    def record(self, amax_w) -> None:
+    def record(self, amax_w: torch.Tensor | float) -> None:
         self.amax_history[self.idx] = _check_amax(amax_w)
         self.idx = (self.idx + 1) % self.amax_history.numel()
 
     def refresh(self) -> None:
         self.w_scale = _scale_or_keep(self.amax_history.max(), self.w_scale, self.fmt)
 
-    def update_x(self, amax_x) -> None:
+    def update_x(self, amax_x: torch.Tensor | float) -> None:
         self.x_scale = _scale_or_keep(_check_amax(amax_x), self.x_scale, self.fmt)
 
-    def update_g(self, amax_g) -> None:
+    def update_g(self, amax_g: torch.Tensor | float) -> None:
         self.g_scale = _scale_or_keep(_check_amax(amax_g), self.g_scale, self.grad_fmt)
 
 

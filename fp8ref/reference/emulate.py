@@ -14,6 +14,8 @@ compare against.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -57,7 +59,9 @@ def emulated_gemm(a: torch.Tensor, b: torch.Tensor, gemm: GemmRecipe) -> torch.T
     return cast_operand(a, gemm.a) @ cast_operand(b, gemm.b).t()
 
 
-def _forward(ctx, xd: torch.Tensor, wd: torch.Tensor, bias, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def _forward(
+    ctx: Any, xd: torch.Tensor, wd: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor
+) -> torch.Tensor:
     """Save the dequantized operands and return ``xd @ wd.T + bias`` (float32 math) in x's dtype."""
     ctx.save_for_backward(xd, wd)
     ctx.has_bias, ctx.dtypes = bias is not None, (x.dtype, w.dtype)
@@ -67,7 +71,7 @@ def _forward(ctx, xd: torch.Tensor, wd: torch.Tensor, bias, x: torch.Tensor, w: 
     return y.to(x.dtype)
 
 
-def _backward(ctx, gd: torch.Tensor, xd: torch.Tensor, wd: torch.Tensor) -> tuple:
+def _backward(ctx: Any, gd: torch.Tensor, xd: torch.Tensor, wd: torch.Tensor) -> tuple:
     """grad_x = g @ w, grad_w = g^T @ x over the flattened leading dims, grad_b = sum g; each
     in its input's dtype. ``gd``, ``xd``, ``wd`` are already-cast float32 operands."""
     x_dtype, w_dtype = ctx.dtypes
@@ -82,7 +86,9 @@ class Fp8LinearFunction(torch.autograd.Function):
     """Emulated FP8 linear: each of the three GEMMs casts its operands as the recipe says."""
 
     @staticmethod
-    def forward(ctx, x, w, bias, recipe: LinearRecipe):
+    def forward(
+        ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, recipe: LinearRecipe
+    ) -> torch.Tensor:
         x2 = x.reshape(-1, x.shape[-1])
         ctx.save_for_backward(x, w)
         ctx.recipe, ctx.has_bias, ctx.dtypes = recipe, bias is not None, (x.dtype, w.dtype)
@@ -125,9 +131,9 @@ class Fp8Linear(torch.nn.Linear):
         out_features: int,
         bias: bool = True,
         recipe: str | LinearRecipe = "tensorwise",
-        device=None,
-        dtype=None,
-    ):
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
         super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
         self.recipe = get_recipe(recipe)
 
@@ -160,7 +166,9 @@ def default_module_filter(mod: torch.nn.Module, fqn: str) -> bool:
 
 
 def convert(
-    model: torch.nn.Module, recipe: str | LinearRecipe = "tensorwise", module_filter_fn=default_module_filter
+    model: torch.nn.Module,
+    recipe: str | LinearRecipe = "tensorwise",
+    module_filter_fn: Callable[[torch.nn.Module, str], bool] = default_module_filter,
 ) -> torch.nn.Module:
     """Swap every ``nn.Linear`` that ``module_filter_fn(module, fqn)`` accepts for a
     ``Fp8Linear`` sharing its parameters, in place; returns the model."""
@@ -178,7 +186,9 @@ class _DelayedFp8LinearFunction(torch.autograd.Function):
     """The delayed-scaling design's linear: scales from a TensorMeta, amaxes recorded after use."""
 
     @staticmethod
-    def forward(ctx, x, w, bias, meta: TensorMeta):
+    def forward(
+        ctx: Any, x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, meta: TensorMeta
+    ) -> torch.Tensor:
         xq = quantize_with_scale(x, meta.x_scale, meta.fmt)
         wq = quantize_with_scale(w, meta.w_scale, meta.fmt)
         meta.record(amax(w, tensorwise()))
@@ -212,7 +222,9 @@ _STATE = Fp8State()
 
 
 @contextlib.contextmanager
-def fp8_autocast(enabled: bool = True, update_interval: int | None = None, state: Fp8State | None = None):
+def fp8_autocast(
+    enabled: bool = True, update_interval: int | None = None, state: Fp8State | None = None
+) -> Iterator[Fp8State]:
     """Route ``F.linear`` through delayed-scaling emulated FP8 while active (the delayed-scaling design).
 
     Entering counts one training step (``state.step()``), which refreshes every weight scale

@@ -11,6 +11,7 @@ All computed in float64.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -20,7 +21,7 @@ from .validate import tensor
 __all__ = ["sqnr", "calc_diff", "max_rel_error", "ulp_distance"]
 
 
-def _pair(x, ref) -> tuple[torch.Tensor, torch.Tensor]:
+def _pair(x: Any, ref: Any) -> tuple[torch.Tensor, torch.Tensor]:
     tensor(x, "x")
     tensor(ref, "ref")
     if x.shape != ref.shape:

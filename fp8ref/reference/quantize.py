@@ -99,7 +99,15 @@ def quantize_with_scale(
     return _quantize_with_scale(x, scale, fmt, granularity, cast=cast, rounding=rounding)
 
 
-def _quantize_with_scale(x, scale, fmt, granularity=None, *, cast=Cast.CODEC, rounding=Rounding.RNE) -> Quantized:
+def _quantize_with_scale(
+    x: torch.Tensor,
+    scale: torch.Tensor | float,
+    fmt: str | FloatFormat,
+    granularity: Granularity | None = None,
+    *,
+    cast: Cast | str = Cast.CODEC,
+    rounding: Rounding | str = Rounding.RNE,
+) -> Quantized:
     """quantize_with_scale without the scale check: current scaling's scale may be NaN or 0 for a
     group holding NaN or inf (see ``scaling``), and that is its documented result."""
     fmt = get_format(fmt)
@@ -109,7 +117,8 @@ def _quantize_with_scale(x, scale, fmt, granularity=None, *, cast=Cast.CODEC, ro
     rounding = choice(rounding, Rounding, "rounding")
     if isinstance(scale, (int, float)) and not isinstance(scale, bool):
         scale = torch.tensor(float(scale), dtype=torch.float32, device=x.device)
-    instance(scale, torch.Tensor, "scale", "a tensor or a number")
+    scale = instance(scale, torch.Tensor, "scale", "a tensor or a number")
+    assert isinstance(scale, torch.Tensor)  # (for the type checker: instance() said so)
     s = expand_scale(scale.to(device=x.device, dtype=torch.float32), g, x.shape)
     y = (x.to(torch.float32) * s).clamp(-fmt.max, fmt.max)
     if not fmt.has_nan:

@@ -114,7 +114,13 @@ def _rowwise(fmt: FloatFormat = E4M3FN) -> OperandCast:
     return OperandCast(fmt, axiswise(-1), pow2=True)
 
 
-def _op(fmt, granularity=None, pow2=False, static_scale=None, rounding=Rounding.RNE) -> OperandCast:
+def _op(
+    fmt: FloatFormat | None,
+    granularity: Granularity | None = None,
+    pow2: bool = False,
+    static_scale: float | None = None,
+    rounding: Rounding = Rounding.RNE,
+) -> OperandCast:
     return OperandCast(fmt, granularity or tensorwise(), pow2, static_scale, rounding)
 
 

@@ -30,6 +30,7 @@ keeps the previous scale instead: see ``delayed``). For MX, non-finite amax give
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 import torch
 
@@ -117,18 +118,40 @@ class Granularity:
             "nvfp4": f"nvfp4 1x{self.size}" + (" two-level" if self.two_level else ""),
         }[self.kind]
 
+    # The fields a kind needs, as non-optional values (``__post_init__`` has checked them).
+    @property
+    def group(self) -> int:
+        """Elements per group along a dim: the ``size`` of a tile, block, mx or nvfp4 granularity."""
+        if self.size is None:
+            raise ValueError(f"granularity: {self} has no group size")
+        return self.size
+
+    @property
+    def axis(self) -> int:
+        """The ``dim`` an axiswise granularity reduces along."""
+        if self.dim is None:
+            raise ValueError(f"granularity: {self} reduces along no single dim")
+        return self.dim
+
+    @property
+    def mode(self) -> MxMode:
+        """The ``mx_mode`` of an MX granularity."""
+        if self.mx_mode is None:
+            raise ValueError(f"granularity: {self} has no MX scale mode")
+        return self.mx_mode
+
     def check_shape(self, shape: torch.Size) -> None:
         """Raise ValueError if a tensor of ``shape`` cannot be scaled at this granularity."""
         nd = len(shape)
-        if self.kind == Kind.AXISWISE and not -nd <= self.dim < max(nd, 1):
+        if self.kind == Kind.AXISWISE and not -nd <= self.axis < max(nd, 1):
             raise ValueError(f"dim: {self.dim} is out of range for a tensor of shape {tuple(shape)}")
         if self.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
-            if nd < 1 or shape[-1] % self.size:
+            if nd < 1 or shape[-1] % self.group:
                 raise ValueError(
                     f"x: {self} scaling needs the last dim to be a multiple of {self.size}, got shape {tuple(shape)}"
                 )
         if self.kind == Kind.BLOCK:
-            if nd < 2 or shape[-1] % self.size or shape[-2] % self.size:
+            if nd < 2 or shape[-1] % self.group or shape[-2] % self.group:
                 raise ValueError(
                     f"x: {self} scaling needs the last two dims to be multiples of {self.size}, "
                     f"got shape {tuple(shape)}"
@@ -156,7 +179,8 @@ def block(k: int = 128) -> Granularity:
 
 def mx(block_size: int = 32, mode: MxMode | str = MxMode.FLOOR) -> Granularity:
     """OCP MX: 1 x block_size along the last dim, E8M0 scales; mode ``floor`` or ``rceil``."""
-    return Granularity(Kind.MX, size=block_size, mx_mode=mode)
+    # (a string is checked and turned into an MxMode by __post_init__, naming mx_mode)
+    return Granularity(Kind.MX, size=block_size, mx_mode=typing.cast(MxMode, mode))
 
 
 def nvfp4(two_level: bool = True) -> Granularity:
@@ -165,11 +189,11 @@ def nvfp4(two_level: bool = True) -> Granularity:
     return Granularity(Kind.NVFP4, size=16, two_level=two_level)
 
 
-def _check_tensor(x, name: str = "x") -> torch.Tensor:
+def _check_tensor(x: object, name: str = "x") -> torch.Tensor:
     return tensor(x, name, floating=True)
 
 
-def _check_granularity(g) -> Granularity:
+def _check_granularity(g: object) -> Granularity:
     return instance(g, Granularity, "granularity", "a Granularity (tensorwise(), axiswise(), tile(), block(), mx())")
 
 
@@ -183,8 +207,8 @@ def amax(x: torch.Tensor, granularity: Granularity) -> torch.Tensor:
     if g.kind == Kind.TENSORWISE:
         return a.amax() if a.numel() else torch.zeros((), dtype=torch.float32, device=x.device)
     if g.kind == Kind.AXISWISE:
-        return a.amax(dim=g.dim, keepdim=True)
-    k = g.size
+        return a.amax(dim=g.axis, keepdim=True)
+    k = g.group
     if g.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
         return a.reshape(*a.shape[:-1], a.shape[-1] // k, k).amax(dim=-1)
     m, n = a.shape[-2:]
@@ -260,7 +284,7 @@ def compute_scale(
         raise ValueError("granularity: NVFP4 scales are UE4M3 decode scales; use fp8ref.reference.nvfp4.quantize")
     a = amax(x, g)
     if g.kind == Kind.MX:
-        e = mx_scale_exponent(a, fmt, g.mx_mode)
+        e = mx_scale_exponent(a, fmt, g.mode)
         return torch.where(torch.isnan(e), e, torch.exp2(-e.to(torch.float64)).to(torch.float32))
     return amax_to_scale(a, fmt, pow2=pow2, eps=eps, margin=margin)
 
@@ -277,9 +301,9 @@ def scale_shape(granularity: Granularity, shape: torch.Size) -> torch.Size:
     if g.kind == Kind.TENSORWISE or not shape:
         return torch.Size(())
     if g.kind == Kind.AXISWISE:
-        d = g.dim % len(shape)
+        d = g.axis % len(shape)
         return shape[:d] + torch.Size((1,)) + shape[d + 1 :]
-    k = g.size
+    k = g.group
     if g.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
         return shape[:-1] + torch.Size((shape[-1] // k,))
     return shape[:-2] + torch.Size((shape[-2] // k, shape[-1] // k))
@@ -300,8 +324,8 @@ def expand_scale(scale: torch.Tensor, granularity: Granularity, shape: torch.Siz
     if g.kind in (Kind.TENSORWISE, Kind.AXISWISE):
         return scale.expand(shape)
     if g.kind in (Kind.TILE, Kind.MX, Kind.NVFP4):
-        return scale.repeat_interleave(g.size, dim=-1).reshape(shape)
-    return scale.repeat_interleave(g.size, dim=-2).repeat_interleave(g.size, dim=-1).reshape(shape)
+        return scale.repeat_interleave(g.group, dim=-1).reshape(shape)
+    return scale.repeat_interleave(g.group, dim=-2).repeat_interleave(g.group, dim=-1).reshape(shape)
 
 
 def to_scale_inv(scale: torch.Tensor) -> torch.Tensor:

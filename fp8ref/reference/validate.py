@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import TypeVar
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 import torch
 
@@ -26,11 +27,13 @@ class Choice(str, enum.Enum):
         return str(self.value)
 
 
-def _kind(value) -> str:
+def _kind(value: object) -> str:
     return type(value).__name__
 
 
-def tensor(x, name: str, *, dtypes: tuple[torch.dtype, ...] | None = None, floating: bool = False) -> torch.Tensor:
+def tensor(
+    x: object, name: str, *, dtypes: tuple[torch.dtype, ...] | None = None, floating: bool = False
+) -> torch.Tensor:
     """``x`` is a ``torch.Tensor`` (of one of ``dtypes``, or floating point with ``floating``)."""
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"{name}: expected a torch.Tensor, got {_kind(x)}")
@@ -41,39 +44,39 @@ def tensor(x, name: str, *, dtypes: tuple[torch.dtype, ...] | None = None, float
     return x
 
 
-def instance(value, cls: type | tuple[type, ...], name: str, what: str):
+def instance(value: Any, cls: type | tuple[type, ...], name: str, what: str) -> Any:
     """``value`` is an instance of ``cls`` (described to the user as ``what``)."""
     if not isinstance(value, cls):
         raise TypeError(f"{name}: expected {what}, got {_kind(value)}")
     return value
 
 
-def boolean(value, name: str) -> bool:
+def boolean(value: object, name: str) -> bool:
     if not isinstance(value, bool):
         raise TypeError(f"{name}: expected a bool, got {_kind(value)}")
     return value
 
 
-def integer(value, name: str) -> int:
+def integer(value: object, name: str) -> int:
     """An int (a bool is not one here)."""
     if not isinstance(value, int) or isinstance(value, bool):
         raise TypeError(f"{name}: expected an int, got {value!r}")
     return value
 
 
-def positive_int(value, name: str) -> int:
+def positive_int(value: object, name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name}: expected a positive int, got {value!r}")
     return value
 
 
-def positive_number(value, name: str) -> float:
+def positive_number(value: object, name: str) -> float:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value <= 0:
         raise ValueError(f"{name}: expected a positive number, got {value!r}")
     return value
 
 
-def positive_finite(value, name: str):
+def positive_finite(value: Any, name: str) -> Any:
     """A number, or every value of a tensor, finite and > 0 (scales: 0, negative, inf or NaN
     would quantize to nothing meaningful)."""
     if isinstance(value, torch.Tensor):
@@ -88,7 +91,7 @@ def positive_finite(value, name: str):
     return value
 
 
-def choice(value, kind: type[E], name: str) -> E:
+def choice(value: object, kind: type[E], name: str) -> E:
     """The member of ``kind`` named by ``value`` (a member or its string value)."""
     try:
         return kind(value)
@@ -96,7 +99,7 @@ def choice(value, kind: type[E], name: str) -> E:
         raise ValueError(f"{name}: expected one of {tuple(m.value for m in kind)}, got {value!r}") from None
 
 
-def one_of(value, allowed, name: str):
+def one_of(value: Any, allowed: Iterable[Any], name: str) -> Any:
     """``value`` is one of ``allowed`` (names from a registry, such as the recipe table)."""
     if value not in allowed:
         raise ValueError(f"{name}: expected one of {tuple(allowed)}, got {value!r}")

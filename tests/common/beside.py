@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import threading
+from typing import Any
 
 from tests.common.paths import SCRIPTS
 
@@ -90,7 +91,7 @@ class OneAfterAnother:
         self._thread = threading.Thread(target=self._work, name="fp8ref-beside", daemon=True)
         self._thread.start()
 
-    def submit(self, name: str, argv: list[str], **popen_kwargs) -> None:
+    def submit(self, name: str, argv: list[str], **popen_kwargs: Any) -> None:
         with self._lock:
             if name in self._jobs:
                 raise ValueError(f"name: {name!r} was submitted already")

@@ -6,6 +6,7 @@ line when it does not. (Cast conformance is ``fp8ref.harness.conformance.check_c
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -56,7 +57,7 @@ def recipe_table_diffs(table_fn: Callable[[str], dict], names: tuple[str, ...]) 
 
 
 def delayed_mismatch(
-    make: Callable[[], object],
+    make: Callable[[], Any],
     amaxes: list[float],
     fmt: FloatFormat,
     history_len: int,
@@ -128,7 +129,7 @@ def decode_mismatches(
 
 
 def gemm_operand_mismatches(
-    recipe, seen: list[dict], x: torch.Tensor, w: torch.Tensor, grad: torch.Tensor
+    recipe: Any, seen: list[dict], x: torch.Tensor, w: torch.Tensor, grad: torch.Tensor
 ) -> list[str]:
     """Each float8 GEMM torchao ran (``torchao_compat.float8_gemm_operands``) for a Linear with
     input ``x`` (M, K), weight ``w`` (N, K) and output gradient ``grad`` (M, N), against the

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from typing import Any
 
 import torch
 
@@ -18,7 +19,9 @@ from fp8ref.reference.emulate import Fp8Linear
 U_BF16 = half_ulp(torch.bfloat16)  # 2^-8, relative
 
 
-def _problem(device: str, d_in: int = 256, d_out: int = 128, tokens: int = 64, seed: int = 0):
+def _problem(
+    device: str, d_in: int = 256, d_out: int = 128, tokens: int = 64, seed: int = 0
+) -> tuple[torch.nn.Linear, torch.Tensor, torch.Tensor]:
     torch.manual_seed(seed)
     lin = torch.nn.Linear(d_in, d_out, bias=False).to(torch.bfloat16).to(device)
     gen = torch.Generator().manual_seed(seed + 1)
@@ -27,7 +30,7 @@ def _problem(device: str, d_in: int = 256, d_out: int = 128, tokens: int = 64, s
     return lin, x, g
 
 
-def torchao_convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) -> torch.nn.Module:
+def torchao_convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) -> Any:
     """A copy of ``lin`` in a Sequential, converted by torchao's float8 training for ``recipe``."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
@@ -35,7 +38,7 @@ def torchao_convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) ->
     return convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)), config=cfg)
 
 
-def fwd_bwd(module: torch.nn.Module, x: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor | None]:
+def fwd_bwd(module: Any, x: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor | None]:
     """Forward ``x`` and backward ``g`` through a Linear (bare, in a Sequential, or compiled):
     output, grad_input, grad_weight and grad_bias (None without a bias)."""
     xi = x.clone().requires_grad_()

@@ -33,9 +33,9 @@ def operands(kind: str, two_level: bool, m: int, k: int, n: int, seed: int = 0) 
             codes, scale, g = q.codes, q.scale_e8m0, None
             values = q.dequantize(torch.float64)
         else:
-            q = nvfp4.quantize_current(x, "two" if two_level else "single")
-            codes, scale, g = q.codes, q.block_scale, q.tensor_scale
-            single = nvfp4.Nvfp4Data(q.codes, q.block_scale, None, q.orig_dtype)
+            n4 = nvfp4.quantize_current(x, "two" if two_level else "single")
+            codes, scale, g = n4.codes, n4.block_scale, n4.tensor_scale
+            single = nvfp4.Nvfp4Data(n4.codes, n4.block_scale, None, n4.orig_dtype)
             values = single.dequantize(torch.float64)
         out.update({f"{name}_codes": codes, f"{name}_scale": scale, f"g{name}": g, f"v{name}": values})
     return out

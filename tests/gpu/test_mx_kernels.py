@@ -4,6 +4,9 @@ defaults differ from to_mx's and are pinned in the profile) and on shapes that d
 the kernels' tiles. Both kinds of bug shipped: a kernel that ignored the mode, and one that
 mishandled a ragged tail."""
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import torch
 
@@ -28,12 +31,13 @@ REFUSED = {"triton_to_mxfp8_dim1": (160, 256)}
 CASES = [(kernel, shape) for kernel, shapes in SHAPES.items() for shape in shapes]
 
 
-def _kernel(name: str, gpu_device: str, skip_unless):
+def _kernel(name: str, gpu_device: str, skip_unless: Callable[..., None]) -> Any:
     from torchao.prototype.mx_formats import kernels
 
     fn = getattr(kernels, name, None)
     skip_unless(None if fn is not None else f"missing: torchao has no {name}", f"torchao's {name}")
     probe = torch.ones(128, 128, dtype=torch.bfloat16, device=gpu_device)
+    assert fn is not None  # (skip_unless skipped otherwise)
     ok, answer = attempt(lambda: fn(probe, 32, scaling_mode="floor"), gpu_device)
     skip_unless(None if ok else answer, f"torchao's {name} on {gpu_device}")
     return fn

@@ -9,6 +9,8 @@ nothing about speed. Marked benchmark: run with `pytest -m gpu` (they are gpu te
 `pytest -m "gpu and benchmark"`."""
 
 import copy
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -21,7 +23,7 @@ pytestmark = [pytest.mark.benchmark, pytest.mark.sm(89, "FP8 tensor cores"), pyt
 DRY_SHAPE = (64, 128, 64)
 
 
-def _bench(benchmark, fn, device: str, rounds: int = 10):
+def _bench(benchmark: Any, fn: Callable[[], object], device: str, rounds: int = 10) -> Any:
     """pytest-benchmark's value for ``fn`` as device time: its timer reads the clock only once the
     CUDA queue has drained (``synchronized_clock``), so each round times back-to-back launches to
     completion, warm-up excluded. (pytest-benchmark 4-5 keep the timer in ``_timer``; the public
@@ -59,7 +61,9 @@ def test_scaled_mm_vs_bf16_mm_throughput(
         )
 
 
-def _train_step(model: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor, opt=None):
+def _train_step(
+    model: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor, opt: torch.optim.Optimizer | None = None
+) -> Callable[[], None]:
     """One forward and backward with a real (random, full-stride) output gradient; gradients are
     dropped before each step, so nothing accumulates across timed calls."""
 
@@ -75,7 +79,7 @@ def _train_step(model: torch.nn.Module, x: torch.Tensor, grad: torch.Tensor, opt
     return step
 
 
-def _compiled(model: torch.nn.Module, dry_run: bool) -> torch.nn.Module:
+def _compiled(model: torch.nn.Module, dry_run: bool) -> Any:
     """torch.compile'd on CUDA (torchao's casts fuse only when compiled); eager in the CPU dry run,
     which only keeps the test alive."""
     return model if dry_run else torch.compile(model, dynamic=False)

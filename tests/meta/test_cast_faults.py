@@ -18,11 +18,11 @@ from fp8ref.harness.conformance import check_cast
 from fp8ref.harness.implementations import Implementation
 from fp8ref.harness.sweep import sweep_float32
 from fp8ref.reference.codec import decode, encode
-from fp8ref.reference.formats import E4M3FN, E5M2, E8M0FNU
+from fp8ref.reference.formats import E4M3FN, E5M2, E8M0FNU, FloatFormat
 
 
 # --- casts, through fp8ref.harness.conformance.check_cast on every bfloat16 pattern ---------------------
-def _ties_away(x: torch.Tensor, fmt) -> torch.Tensor:
+def _ties_away(x: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     rne = encode(x, fmt, saturate=True)
     low = encode(x, fmt, saturate=True, rounding="rtz")
     lo, hi = decode(low, fmt).abs(), decode(low + 1, fmt).abs()  # the two neighbours of |x|
@@ -30,23 +30,23 @@ def _ties_away(x: torch.Tensor, fmt) -> torch.Tensor:
     return torch.where(tie, low + 1, rne)  # sign-magnitude codes: +1 is one step away from zero
 
 
-def _flush_subnormals(x: torch.Tensor, fmt) -> torch.Tensor:
+def _flush_subnormals(x: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     codes = encode(x, fmt, saturate=True)
     sub = (decode(codes, fmt).abs() < fmt.min_normal) & (decode(codes, fmt) != 0)
     return torch.where(sub, codes & 0x80, codes)
 
 
-def _lose_negative_zero(x: torch.Tensor, fmt) -> torch.Tensor:
+def _lose_negative_zero(x: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     codes = encode(x, fmt, saturate=True)
     return torch.where(codes == 0x80, torch.zeros_like(codes), codes)
 
 
-def _nan_to_max(x: torch.Tensor, fmt) -> torch.Tensor:
+def _nan_to_max(x: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     codes = encode(x, fmt, saturate=True)
     return torch.where(torch.isnan(x), torch.full_like(codes, fmt.max_code), codes)
 
 
-def _wrong_bias(x: torch.Tensor, fmt) -> torch.Tensor:
+def _wrong_bias(x: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     return encode(x, dataclasses.replace(fmt, bias=fmt.bias + 1, name=f"{fmt.name}-bias+1"), saturate=True)
 
 
@@ -65,7 +65,7 @@ def test_a_correct_saturating_cast_passes():
     assert check_cast(impl, all_16bit_inputs(torch.bfloat16), E4M3FN).ok
 
 
-def cast_fault_caught(fault: str, fmt) -> bool:
+def cast_fault_caught(fault: str, fmt: FloatFormat) -> bool:
     impl = Implementation(f"broken ({fault})", "-", lambda x: CAST_FAULTS[fault](x, fmt))
     return not check_cast(impl, all_16bit_inputs(torch.bfloat16), fmt, "all bfloat16").ok
 

@@ -24,7 +24,8 @@ from tests.common.conformance_checks import (
 def _as_if_contiguous(view: torch.Tensor) -> torch.Tensor:
     """Reads a view's memory as if it were laid out contiguously from its offset (a kernel that
     ignores strides)."""
-    strides, acc = [], 1
+    strides: list[int] = []
+    acc = 1
     for size in reversed(view.shape):
         strides.insert(0, acc)
         acc *= size

@@ -6,6 +6,8 @@ every family again for the catch rate printed at the end of the run."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -13,7 +15,10 @@ from tests.common import scaled_mm_checks
 
 # --- _scaled_mm, through tests/common/scaled_mm_checks.excess -------------------------------------------
 # faults of tests/common/scaled_mm_checks.stand_in: bfloat16 keeps 7 mantissa bits of its partial sums
-MM_FAULTS = {"divides by its scales": {"scales_inverted": True}, "accumulates in bfloat16": {"keep_bits": 7}}
+MM_FAULTS: dict[str, dict[str, Any]] = {
+    "divides by its scales": {"scales_inverted": True},
+    "accumulates in bfloat16": {"keep_bits": 7},
+}
 
 
 def scaled_mm_excess(fault: str | None) -> str | None:

@@ -31,23 +31,31 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from tests.common.beside import OneAfterAnother
 from tests.plugins.gating import unmet_needs
 
-_QUEUE_KEY = pytest.StashKey[object]()
+_QUEUE_KEY = pytest.StashKey["_Beside"]()
 _ALL_AT_ONCE_KEY = pytest.StashKey[dict]()
 _COMPARISON = "finetune tiny"
 
 
+def _fixtures(item: pytest.Item) -> tuple[str, ...]:
+    return tuple(getattr(item, "fixturenames", ()))
+
+
 def _reads_a_process(item: pytest.Item) -> bool:
-    names = getattr(item, "fixturenames", ())
+    names = _fixtures(item)
     return "finetune_tiny" in names or "beside" in names
 
 
-def _module_processes(module, folder: Path) -> dict[str, tuple[list[str], dict]]:
+def _module_processes(module: Any, folder: Path) -> dict[str, tuple[list[str], dict]]:
     """``module.run_beside(folder)`` as name -> (argv, Popen keywords)."""
     return {name: job if isinstance(job, tuple) else (job, {}) for name, job in module.run_beside(folder).items()}
 
@@ -65,15 +73,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     import torch
 
-    from tests.common.beside import OneAfterAnother, script
+    from tests.common.beside import script
 
-    modules = {item.module.__name__: item.module for item in readers if "beside" in item.fixturenames}
+    modules = {m.__name__: m for item in readers if "beside" in _fixtures(item) for m in [getattr(item, "module")]}  # noqa: B009 - a Function item's
     state = _Beside(OneAfterAnother(), torch.get_num_threads(), set(modules))
     config.stash[_QUEUE_KEY] = state
-    if any("finetune_tiny" in item.fixturenames for item in readers):
+    if any("finetune_tiny" in _fixtures(item) for item in readers):
         state.queue.submit(_COMPARISON, script("finetune_tiny.py"))
     for name, module in modules.items():
-        folder = config._tmp_path_factory.mktemp(name.rsplit(".", 1)[-1])
+        factory = getattr(config, "_tmp_path_factory")  # noqa: B009 - the tmp_path_factory fixture's object
+        folder = factory.mktemp(name.rsplit(".", 1)[-1])
         try:
             jobs = _module_processes(module, folder)
         except Exception as exc:  # the module's tests fail, naming it; the others run
@@ -86,7 +95,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @dataclasses.dataclass
 class _Beside:
-    queue: object  # tests.common.beside.OneAfterAnother
+    queue: OneAfterAnother
     threads: int  # torch's threads before the queue took a core
     modules: set  # the modules whose run_beside processes run in the queue
     errors: dict = dataclasses.field(default_factory=dict)  # module -> what its run_beside raised
@@ -106,7 +115,7 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
         state.restore_threads()
 
 
-def _from_the_queue(config: pytest.Config, name: str):
+def _from_the_queue(config: pytest.Config, name: str) -> subprocess.CompletedProcess:
     state = config.stash[_QUEUE_KEY]
     done = state.queue.result(name)
     state.restore_threads()
@@ -114,7 +123,7 @@ def _from_the_queue(config: pytest.Config, name: str):
 
 
 @pytest.fixture
-def beside(request: pytest.FixtureRequest):
+def beside(request: pytest.FixtureRequest) -> Callable[[str], subprocess.CompletedProcess]:
     """``beside(name)``: the ``subprocess.CompletedProcess`` of this module's
     ``run_beside(folder)[name]``, run beside the tests (above)."""
     config, module = request.config, request.module
@@ -133,7 +142,7 @@ def beside(request: pytest.FixtureRequest):
 
 
 @pytest.fixture(scope="session")
-def finetune_tiny(request: pytest.FixtureRequest, tmp_path_factory) -> dict:
+def finetune_tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """``compare(FinetuneConfig(preset="tiny"))`` trained on one thread, as its JSON reads back."""
     config = request.config
     state = config.stash.get(_QUEUE_KEY, None)

@@ -44,9 +44,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     long_gpu = config.getoption("--fp8-gpu-long") or _dry_run_on_cpu(config)
     for item in items:
         try:
-            folder = item.path.resolve().relative_to(ROOT).parts[:2]
+            top, sub, *_ = item.path.resolve().relative_to(ROOT).parts
+            folder = (top, sub)
         except ValueError:  # a test file outside the repository (given on the command line)
-            folder = ()
+            folder = ("", "")
         for mark in _FOLDER_MARKS.get(folder, ()):
             item.add_marker(mark)
         if item.get_closest_marker("slow") and not slow:

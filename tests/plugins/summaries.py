@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -26,27 +28,27 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 @pytest.fixture
-def record_throughput(request: pytest.FixtureRequest):
+def record_throughput(request: pytest.FixtureRequest) -> Callable[[dict], None]:
     """Keep a throughput row (dict with a 'name') for the end-of-session table."""
     return request.config.stash[_THROUGHPUT_KEY].append
 
 
 @pytest.fixture
-def record_observation(request: pytest.FixtureRequest):
+def record_observation(request: pytest.FixtureRequest) -> Callable[[str, object], None]:
     """Note an implementation-defined outcome (key -> value) for the end-of-session summary."""
 
-    def record(key: str, value) -> None:
+    def record(key: str, value: object) -> None:
         request.config.stash[_OBSERVED_KEY][key] = value
 
     return record
 
 
 @pytest.fixture
-def record_oracle_report(request: pytest.FixtureRequest):
+def record_oracle_report(request: pytest.FixtureRequest) -> Callable[[Any], None]:
     """Keep one comparison of fp8ref with an oracle: a ``definition_check.DefinitionReport`` or any
     object with its fields (oracle, fmt, inputs, mode, compared, mismatches)."""
 
-    def record(report) -> None:
+    def record(report: Any) -> None:
         fields = ("oracle", "fmt", "inputs", "mode", "compared", "mismatches")
         request.config.stash[_ORACLE_KEY].append({k: getattr(report, k) for k in fields})
 
@@ -54,7 +56,7 @@ def record_oracle_report(request: pytest.FixtureRequest):
 
 
 @pytest.fixture
-def record_cast_report(request: pytest.FixtureRequest):
+def record_cast_report(request: pytest.FixtureRequest) -> Callable[[Any], None]:
     """Keep a conformance.CastReport for the end-of-session summary."""
     return request.config.stash[_REPORTS_KEY].append
 
@@ -62,7 +64,8 @@ def record_cast_report(request: pytest.FixtureRequest):
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
     if hasattr(config, "workerinput"):  # an xdist worker: hand the sections to the controller
-        config.workeroutput[_WORKER_KEY] = json.dumps(
+        workeroutput = getattr(config, "workeroutput")  # noqa: B009 - pytest-xdist sets it on a worker's config
+        workeroutput[_WORKER_KEY] = json.dumps(
             {
                 "observed": config.stash[_OBSERVED_KEY],
                 "throughput": config.stash[_THROUGHPUT_KEY],
@@ -74,7 +77,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error) -> None:
+def pytest_testnodedown(node: Any, error: object) -> None:
     """xdist's controller: merge a finished worker's sections into its own."""
     data = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
     if not data:
@@ -89,7 +92,7 @@ def pytest_testnodedown(node, error) -> None:
     config.stash[_REPORTS_KEY].extend(CastReport(**r) for r in sections["reports"])
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config: pytest.Config) -> None:
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     observed = config.stash.get(_OBSERVED_KEY, {})
     if observed:
         terminalreporter.section("FP8 behaviour observed on this install")
@@ -133,7 +136,7 @@ def summarize_oracle_rows(rows: list[dict]) -> list[str]:
             f"{compared:,} inputs compared, {bad} mismatches"
         )
         for fmt in fmts:
-            per = {}
+            per: dict[str, int] = {}
             for r in mine:
                 if r["fmt"] == fmt:
                     per[r["inputs"]] = per.get(r["inputs"], 0) + r["compared"]

@@ -24,6 +24,8 @@ step. A run that raises records the error instead, and the other runs go on.
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -32,7 +34,7 @@ import torch.multiprocessing as mp
 D_IN, D_HIDDEN, D_OUT, BATCH, LR = 64, 128, 32, 16, 0.1
 
 
-def build(bias: bool) -> torch.nn.Module:
+def build(bias: bool) -> Any:
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     torch.manual_seed(0)
@@ -49,11 +51,16 @@ def batches(steps: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(torch.randn(BATCH, D_IN, generator=gen), torch.randn(BATCH, D_OUT, generator=gen)) for _ in range(steps)]
 
 
-def linears(model: torch.nn.Module) -> list[torch.nn.Module]:
+def linears(model: Any) -> list[Any]:
     return [m for m in model if isinstance(m, torch.nn.Linear)]
 
 
-def train(model: torch.nn.Module, steps: int, after_step=None, before_step=None) -> dict:
+def train(
+    model: Any,
+    steps: int,
+    after_step: Callable[[Any], None] | None = None,
+    before_step: Callable[[Any], None] | None = None,
+) -> dict:
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     losses, grads = [], {}
     for x, y in batches(steps):
@@ -70,7 +77,8 @@ def train(model: torch.nn.Module, steps: int, after_step=None, before_step=None)
     return {"losses": losses, "grads": grads, "weights": {k: _full(v) for k, v in model.state_dict().items()}}
 
 
-def _full(t: torch.Tensor) -> torch.Tensor:
+def _full(t: torch.Tensor | None) -> torch.Tensor:
+    assert t is not None, "a gradient that should exist is None"
     t = t.full_tensor() if hasattr(t, "full_tensor") else t
     return t.detach().clone()
 
@@ -100,7 +108,7 @@ def _spy_all_gathers() -> None:
     cls.fsdp_post_all_gather = post_all_gather
 
 
-def sharded_run(name: str, bias: bool, mesh, steps: int, rank: int) -> dict:
+def sharded_run(name: str, bias: bool, mesh: Any, steps: int, rank: int) -> dict:
     from torch.distributed.fsdp import fully_shard
     from torchao.float8.fsdp_utils import precompute_float8_dynamic_scale_for_fsdp
 
@@ -148,7 +156,7 @@ def tp_reference() -> dict:
     out.backward(grad)
     return {
         "out": out.detach(),
-        "grad_x": x.grad.detach(),
+        "grad_x": _full(x.grad),
         "w1": model[0].weight.detach(),
         "w2": model[2].weight.detach(),
         "grads": {n: p.grad.detach() for n, p in model.named_parameters()},
@@ -156,7 +164,7 @@ def tp_reference() -> dict:
     }
 
 
-def tp_run(mesh) -> dict:
+def tp_run(mesh: Any) -> dict:
     from torch.distributed.tensor.parallel import parallelize_module
     from torchao.float8.float8_tensor_parallel import Float8ColwiseParallel, Float8RowwiseParallel
 

@@ -13,10 +13,11 @@ import sys
 
 from fp8ref.__main__ import _IMPORT_NOISE, main
 
-calls = {}
+calls: dict[str, list] = {}
 for name, argv in json.loads(sys.argv[1]).items():
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code: object
         try:
             code = main(argv)
         except SystemExit as exc:

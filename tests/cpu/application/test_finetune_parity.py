@@ -80,7 +80,7 @@ def test_noise_runs_start_one_ulp_away_and_diverge(tiny):
         assert run["losses"] != base["losses"], label
 
 
-def _fp8_parity_under(tiny, name: str) -> dict:
+def _fp8_parity_under(tiny: dict, name: str) -> dict:
     """FP8 trained again under a perturbation from ``fp8ref.faults``, judged against the fixture's
     three bf16 runs (the perturbations change only torchao's FP8 path)."""
     from fp8ref.finetune.faults import perturbation

@@ -2,6 +2,8 @@
 checks, and the FP4 GEMM check run through float64 stand-ins for torch._scaled_mm, one correct
 and three with faults a kernel or a layout change could bring (so the CUDA check can fail)."""
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -47,7 +49,7 @@ def _unblock(flat: torch.Tensor, rows: int, cols: int) -> torch.Tensor:
     return out.reshape(rows, cols)
 
 
-def _stand_in(fault: str | None):
+def _stand_in(fault: str | None) -> Any:
     """A float64 torch._scaled_mm for FP4 operands: unpack, decode, apply the block scales read
     back from cuBLAS's layout, multiply. ``fault``, one at a time: ``nibbles`` (A's two elements
     per byte read in the other order), ``scale_axis`` (B's block scales applied to the wrong

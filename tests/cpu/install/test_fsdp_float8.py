@@ -10,9 +10,12 @@ buffer or precomputed scale not refreshed after the optimizer step, an all-gathe
 carries bf16 instead of float8. Float8 tensor parallel (``Float8ColwiseParallel``,
 ``Float8RowwiseParallel``) runs in the same process group."""
 
+from typing import Any
+
 import pytest
 import torch
 
+from fp8ref.reference.recipes import GemmRecipe
 from tests.common.beside import script
 from tests.common.fsdp_checks import (
     all_gather_differences,
@@ -34,7 +37,7 @@ _LOADED: dict = {}  # the results file, read once per run
 
 
 @pytest.fixture
-def results(beside) -> dict:
+def results(beside: Any) -> dict:
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_gloo_available()):
@@ -91,7 +94,7 @@ def test_precomputed_scales_are_the_reference_scales(results, rank, name):
     assert not diffs, f"{name} (rank {rank}):\n" + "\n".join(diffs)
 
 
-def _refused(run: dict, what: str, results: dict, record_observation) -> bool:
+def _refused(run: dict, what: str, results: dict, record_observation: Any) -> bool:
     """Record whether ``what`` ran on gloo with two ranks; True when the install refused it (an
     error raised inside torch's collectives: a RuntimeError), which is then its recorded answer."""
     versions = f"torch {results['versions']['torch']}, torchao {results['versions']['torchao']}"
@@ -116,7 +119,7 @@ def test_a_float8_only_fsdp_group_over_two_ranks(results, record_observation):
         assert not diffs, f"float8-only group (rank {rank}):\n" + "\n".join(diffs)
 
 
-def _accumulation_bound(a_hp: torch.Tensor, b_hp: torch.Tensor, gemm) -> torch.Tensor:
+def _accumulation_bound(a_hp: torch.Tensor, b_hp: torch.Tensor, gemm: GemmRecipe) -> torch.Tensor:
     """Two float32 accumulations of the same exact FP8 products in different orders (one pass,
     or two partial sums over the ranks then an all-reduce) differ by at most 2 (K + 1) 2^-24 m,
     m = sum |a||b| over the recipe's casts of the operands (contraction-last)."""

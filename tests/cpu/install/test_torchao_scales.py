@@ -12,7 +12,7 @@ import torch
 
 from fp8ref.harness import torchao_compat as ao
 from fp8ref.reference.codec import decode, pack_fp4
-from fp8ref.reference.formats import E4M3FN, E5M2, select
+from fp8ref.reference.formats import E4M3FN, E5M2, FloatFormat, select
 from fp8ref.reference.quantize import Quantized, quantize
 from fp8ref.reference.recipes import TORCHAO_RECIPES
 from fp8ref.reference.scaling import axiswise, compute_scale, mx, mx_scale_exponent, tensorwise
@@ -95,7 +95,7 @@ def test_recipe_table_matches_fp8ref_recipes():
 MX_FORMATS = [pytest.param(f, id=f.name) for f in select(mx_element=True)]
 
 
-def _as_torchao_holds(codes: torch.Tensor, fmt) -> torch.Tensor:
+def _as_torchao_holds(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     """Element codes the way torchao's MX data holds them: FP4 two per byte, others one."""
     return pack_fp4(codes) if fmt.bits == 4 else codes
 

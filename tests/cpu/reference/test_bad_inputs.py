@@ -4,6 +4,8 @@ defined, a documented result (an empty tensor quantizes to an empty tensor; a 0-
 value; a non-contiguous tensor is read as its values). A corrupted golden profile is in
 tests/cpu/tools/test_profile.py, the command line's errors in tests/cpu/tools/test_cli_exit_codes.py."""
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -11,6 +13,12 @@ from fp8ref.reference import codec, delayed, emulate, metrics, nvfp4, recipes, s
 from fp8ref.reference import quantize as q
 from fp8ref.reference.formats import E4M3FN, get_format
 from fp8ref.reference.scaling import axiswise, block, mx, tensorwise, tile
+
+
+def _wrong(value: object) -> Any:
+    """A value of the wrong type, passed on purpose (typed Any so the type checker lets it through)."""
+    return value
+
 
 ERRORS = {
     # wrong dtypes and kinds
@@ -20,7 +28,7 @@ ERRORS = {
         TypeError,
         r"x: expected dtype",
     ),
-    "encode a list": (lambda: codec.encode([1.0], "e4m3fn"), TypeError, r"x: expected a torch.Tensor"),
+    "encode a list": (lambda: codec.encode(_wrong([1.0]), "e4m3fn"), TypeError, r"x: expected a torch.Tensor"),
     "decode float32": (lambda: codec.decode(torch.ones(3), "e4m3fn"), TypeError, r"codes: expected dtype"),
     "quantize int64": (
         lambda: q.quantize(torch.ones(3, dtype=torch.int64), "e4m3fn"),
@@ -32,22 +40,22 @@ ERRORS = {
         TypeError,
         r"a: expected dtype",
     ),
-    "dequantize a tensor": (lambda: q.dequantize(torch.ones(3)), TypeError, r"q: expected an Quantized"),
+    "dequantize a tensor": (lambda: q.dequantize(_wrong(torch.ones(3))), TypeError, r"q: expected an Quantized"),
     "granularity as a string": (
-        lambda: q.quantize(torch.ones(2, 3), "e4m3fn", "rowwise"),
+        lambda: q.quantize(torch.ones(2, 3), "e4m3fn", _wrong("rowwise")),
         TypeError,
         r"granularity: expected a Granularity",
     ),
     "Fp8Linear from a Conv1d": (
-        lambda: emulate.Fp8Linear.from_linear(torch.nn.Conv1d(2, 2, 1)),
+        lambda: emulate.Fp8Linear.from_linear(_wrong(torch.nn.Conv1d(2, 2, 1))),
         TypeError,
         r"mod: expected an nn.Linear",
     ),
-    "delayed amax as a list": (lambda: delayed.DelayedScaling().update([1.0]), TypeError, r"amax: expected"),
+    "delayed amax as a list": (lambda: delayed.DelayedScaling().update(_wrong([1.0])), TypeError, r"amax: expected"),
     # unknown names
     "format name": (lambda: codec.encode(torch.ones(3), "e4m3"), ValueError, r"fmt: expected one of"),
-    "format as an int": (lambda: get_format(8), TypeError, r"fmt: expected a FloatFormat or a format name"),
-    "format None": (lambda: get_format(None), TypeError, r"fmt: expected"),
+    "format as an int": (lambda: get_format(_wrong(8)), TypeError, r"fmt: expected a FloatFormat or a format name"),
+    "format None": (lambda: get_format(_wrong(None)), TypeError, r"fmt: expected"),
     "recipe name": (lambda: recipes.get_recipe("fp8"), ValueError, r"recipe: expected one of"),
     "recipe name in fp8_linear": (
         lambda: emulate.fp8_linear(torch.ones(2, 16), torch.ones(4, 16), recipe="x"),

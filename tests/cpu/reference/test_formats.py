@@ -25,7 +25,7 @@ SPEC = {
 
 
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_derived_constants_match_the_spec(fmt: FloatFormat):
+def test_derived_constants_match_the_spec(fmt: FloatFormat) -> None:
     bias, fmax, min_normal, min_sub, nan_codes, has_inf = SPEC[fmt.name]
     got = (fmt.bias, fmt.max, fmt.min_normal, fmt.min_subnormal, fmt.nan_codes, fmt.has_inf)
     assert got == SPEC[fmt.name], f"{fmt.name}: derived {got}, spec {SPEC[fmt.name]}"

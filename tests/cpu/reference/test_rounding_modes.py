@@ -13,12 +13,12 @@ import pytest
 import torch
 
 from fp8ref.reference.codec import decode, encode, round_to_format
-from fp8ref.reference.formats import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2
+from fp8ref.reference.formats import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2, FloatFormat
 
 FORMATS = [pytest.param(f, id=f.name) for f in (E2M1FN, E2M3FN, E3M2FN, E4M3FN, E5M2)]
 
 
-def _neighbours(x: torch.Tensor, fmt) -> tuple[torch.Tensor, torch.Tensor]:
+def _neighbours(x: torch.Tensor, fmt: FloatFormat) -> tuple[torch.Tensor, torch.Tensor]:
     """(the largest format value <= x, the smallest >= x), saturating at +-max, from the value
     table (independent of the codec's rounding)."""
     vals = decode(torch.arange(fmt.n_codes, dtype=torch.uint8), fmt).double()
@@ -29,7 +29,7 @@ def _neighbours(x: torch.Tensor, fmt) -> tuple[torch.Tensor, torch.Tensor]:
     return lo, hi
 
 
-def _finite_inputs(fmt, n=4096, seed=0) -> torch.Tensor:
+def _finite_inputs(fmt: FloatFormat, n: int = 4096, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     mag = torch.exp2(torch.empty(n).uniform_(math.log2(fmt.min_subnormal) - 2, math.log2(fmt.max) + 1, generator=g))
     sign = torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0)

@@ -14,7 +14,7 @@ def _declared_markers() -> set[str]:
     ini = configparser.ConfigParser()
     ini.read(ROOT / "pytest.ini")
     lines = ini["pytest"]["markers"].strip().splitlines()
-    return {re.match(r"\s*(\w+)", line).group(1) for line in lines if line.strip()}
+    return {m.group(1) for line in lines if (m := re.match(r"\s*(\w+)", line))}
 
 
 def _documented_markers(page: Path) -> set[str]:

@@ -75,7 +75,7 @@ def imports(name: str, tree: ast.Module) -> frozenset[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out |= {a.name if a.name.startswith("fp8ref") else a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None:
             out.add(node.module if node.module.startswith("fp8ref") else node.module.split(".")[0])
         elif isinstance(node, ast.ImportFrom):
             pkg = _package_parts(name)
@@ -110,7 +110,7 @@ def native_fp8_uses(name: str, tree: ast.Module) -> tuple[str, ...]:
             ):
                 bad = child.value  # getattr(torch, "float8_...")
             if bad and (name, f) not in NATIVE_FP8_OK:
-                found.append(f"{name}.{f}:{child.lineno} uses {bad}")
+                found.append(f"{name}.{f}:{getattr(child, 'lineno', '?')} uses {bad}")
             visit(child, f)
 
     visit(tree, "<module>")

@@ -1,6 +1,8 @@
 """The suite's one gating rule (tests/plugins/gating.py): what a missing or refusing package skips
 with, and where the extras that name them come from."""
 
+from typing import Any
+
 import pytest
 
 from fp8ref.harness import install, probes
@@ -20,7 +22,7 @@ class _Item:
         return next(self.iter_markers(name), None)
 
 
-def _skip_reason(item) -> str | None:
+def _skip_reason(item: Any) -> str | None:
     try:
         gating.pytest_runtest_setup(item)
     except pytest.skip.Exception as exc:

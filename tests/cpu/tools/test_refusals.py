@@ -3,6 +3,7 @@ error raised by fp8ref itself still surfaces. The install's refusals are simulat
 native errors (a matmul of mismatched shapes), so the classification under test is the real one."""
 
 import dataclasses
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from fp8ref.reference.formats import get_format
 from fp8ref.reference.recipes import TORCHAO_RECIPES
 
 
-def _raised(fn) -> BaseException:
+def _raised(fn: Callable[[], object]) -> BaseException:
     try:
         fn()
     except BaseException as exc:  # noqa: BLE001 - the exception is the subject
@@ -37,7 +38,7 @@ def _own_raise():
         (lambda: torch.ones(2) @ torch.ones(3), "a native torch check, called from here"),
         (lambda: torch.nn.Linear(2, 3)(torch.ones(4)), "raised inside torch's Python code"),
         (lambda: torch.finfo(torch.int32), "a TypeError from a native function"),
-        (lambda: torch.float8_e9m9, "a dtype this torch lacks"),
+        (lambda: torch.float8_e9m9, "a dtype this torch lacks"),  # type: ignore[attr-defined]  # on purpose
     ],
 )
 def test_errors_raised_by_the_install_are_refusals(call, why):
@@ -53,7 +54,7 @@ def test_errors_raised_by_the_install_are_refusals(call, why):
         (lambda: codec.encode(torch.ones(3, dtype=torch.float64), "e4m3fn"), "fp8ref's own argument check"),
         (lambda: codec.encode(torch.ones(3), "e9m9"), "fp8ref's own name check"),
         (_own_raise, "a raise statement outside the install"),
-        (lambda: {}["key"], "a KeyError, which no native torch function raises for a refusal"),
+        (lambda: dict[str, int]()["key"], "a KeyError, which no native torch function raises for a refusal"),
         (lambda: 1 / 0, "arithmetic in the caller"),
     ],
 )
