@@ -9,6 +9,7 @@ way each test reads back the result it asserts on."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -46,6 +47,10 @@ def main_each_report(done: subprocess.CompletedProcess) -> dict:
 
 
 def _spawn(argv: list[str], kwargs: dict) -> subprocess.Popen:
+    # An environment of its own (a copy taken here): without ``env``, the child execs with the
+    # process's live ``environ`` array, which a library in another thread may reallocate with
+    # setenv at that moment (Linux vforks for Popen): seen as "OSError: [Errno 14] Bad address".
+    kwargs = {"env": dict(os.environ), **kwargs}
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
@@ -76,8 +81,9 @@ class AllAtOnce:
 
 class OneAfterAnother:
     """Processes run one after another, in the order submitted, on a thread of this process, so
-    that they take one core while the tests go on on the others. ``result(name)`` waits for one;
-    ``idle()`` says whether all have ended."""
+    that they take one core while the tests go on on the others. ``result(name)`` waits for one,
+    and runs it at once on the caller's thread if it has not started yet (the caller's core would
+    only wait otherwise); ``idle()`` says whether all have ended."""
 
     def __init__(self) -> None:
         self._jobs: dict[str, tuple[list[str], dict]] = {}
@@ -107,6 +113,13 @@ class OneAfterAnother:
         return all(event.is_set() for event in self._ended.values())
 
     def result(self, name: str, timeout: float = 1800) -> subprocess.CompletedProcess:
+        with self._lock:
+            waiting = name in self._queue and not self._closed
+            if waiting:  # not started: the caller runs it now, beside the queue's own
+                self._queue.remove(name)
+                argv, kwargs = self._jobs[name]
+        if waiting:
+            self._run(name, argv, kwargs, timeout)
         if not self._ended[name].wait(timeout):
             raise TimeoutError(f"{name}: not done within {timeout} s (it waits for the processes queued before it)")
         done = self._done[name]
@@ -131,6 +144,14 @@ class OneAfterAnother:
                     continue
             self._done[name] = _completed(self._running)
             self._ended[name].set()
+
+    def _run(self, name: str, argv: list[str], kwargs: dict, timeout: float) -> None:
+        """One job on the calling thread."""
+        try:
+            self._done[name] = _completed(_spawn(argv, kwargs), timeout)
+        except (OSError, ValueError) as exc:
+            self._done[name] = exc
+        self._ended[name].set()
 
     def close(self) -> None:
         """Stop the running process and drop the queue (a run that ended before reading them)."""

@@ -18,11 +18,28 @@ def test_the_queue_runs_its_processes_one_after_another_in_order(tmp_path):
         )
         queue.submit("second", python_code("import sys; print(open(sys.argv[1]).read()); sys.exit(3)", str(mark)))
         assert "second" in queue and "third" not in queue
-        second = queue.result("second", timeout=60)  # it started after the first had ended
+        while not queue.idle():  # nobody asks: the queue runs both, the second after the first
+            time.sleep(0.01)
+        second = queue.result("second", timeout=60)
         assert (second.returncode, second.stdout.strip()) == (3, "done")
         assert queue.result("first").returncode == 0 and queue.idle()
         with pytest.raises(ValueError, match="'first' was submitted already"):
             queue.submit("first", python_code("pass"))
+    finally:
+        queue.close()
+
+
+def test_a_reader_runs_a_process_that_has_not_started_instead_of_waiting(tmp_path):
+    """While the queue runs a long first process, asking for a later one runs it at once on the
+    asking thread (the core that would wait for it), and the queue does not run it again."""
+    queue = OneAfterAnother()
+    try:
+        queue.submit("long", python_code("import time; time.sleep(600)"))
+        queue.submit("quick", python_code("print('quick')"))
+        start = time.monotonic()
+        assert queue.result("quick", timeout=60).stdout.strip() == "quick"
+        assert time.monotonic() - start < 60 and not queue.idle()  # "long" still runs
+        assert queue.result("quick").stdout.strip() == "quick"  # the same result, not a second run
     finally:
         queue.close()
 
