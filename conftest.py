@@ -67,6 +67,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the gpu_long tier too: the fine-tune comparison and whole-model benchmarks (minutes on a GPU)",
     )
     group.addoption(
+        "--fp8-require",
+        action="append",
+        default=[],
+        metavar="PKG[,PKG...]",
+        help="a runner's guard: these packages (import names) must import, torchao with this torch too; "
+        "a missing one stops the run with exit 1 instead of letting its tests skip green",
+    )
+    group.addoption(
         "--fp8-require-gpu",
         action="store_true",
         default=False,

@@ -13,7 +13,7 @@ from pathlib import Path
 from .install import device_kind
 from .profile_file import ProfileError, format_diff, load, save, who
 
-__all__ = ["golden_path", "compare_with_golden"]
+__all__ = ["golden_path", "compare_with_golden", "pin_first"]
 
 
 def golden_path(golden_dir: str | Path, device: str = "cpu") -> Path:
@@ -65,3 +65,26 @@ def compare_with_golden(
         ]
     lines = format_diff(pinned, now)
     return ("differs" if lines else "equal"), lines
+
+
+def pin_first(
+    out_dir: str | Path, device: str = "cpu", *, collect: Callable[[str], dict] | None = None
+) -> tuple[str, list[str]]:
+    """A device kind with no golden yet (a first GPU run): collect this install's profile, pin it
+    in ``out_dir`` (``<out_dir>/<device kind>.json``), collect again and compare with the pin, so
+    the first run already checks that the profile is deterministic on this device.
+
+    Returns ``("pinned", [where it is, what to do with it])`` or ``("differs", one line per key
+    that changed between the two collections)``."""
+    collect = collect or _collect
+    status, lines = compare_with_golden(out_dir, device, update=True, now=collect(device))
+    if status != "updated":
+        return status, lines
+    status, lines = compare_with_golden(out_dir, device, now=collect(device))
+    if status != "equal":
+        return "differs", lines
+    path = golden_path(out_dir, device)
+    return "pinned", [
+        f"pinned {path} and a second collection matched it; to pin this device kind, copy it to "
+        f"tests/golden/{path.name} and commit it saying which device and versions produced it"
+    ]

@@ -3,6 +3,8 @@ device gpu tests run on (a GPU, or the CPU under ``--fp8-dry-run``), and this in
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 
 from fp8ref.harness import install
@@ -53,9 +55,35 @@ def no_usable_gpu() -> str | None:
     return None
 
 
+def missing_required(packages: list[str]) -> list[str]:
+    """For ``--fp8-require``: one line per named package that does not import here (torchao: that
+    does not import with this torch), empty when all do. ``packages`` may hold comma lists."""
+    from fp8ref.harness import probes
+
+    names = [n.strip() for item in packages for n in item.split(",") if n.strip()]
+    lines = []
+    for name in names:
+        if name == "torchao":
+            refusal = probes.torchao_float8_refusal()
+            if refusal is not None:
+                lines.append(f"torchao: {refusal}")
+        elif not install.has_package(name):
+            lines.append(f"{name}: not installed")
+        else:
+            try:
+                importlib.import_module(name)
+            except Exception as exc:  # noqa: BLE001 - installed but broken is missing for a runner
+                lines.append(f"{name}: does not import ({type(exc).__name__}: {exc})")
+    return lines
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """--fp8-require-gpu: a runner whose CUDA is missing or broken stops at once, exit 1, rather
-    than skipping every GPU test and passing."""
+    than skipping every GPU test and passing. --fp8-require=PKG,...: likewise for packages the
+    runner must have (without torchao every Float8Linear check would skip green)."""
+    missing = missing_required(session.config.getoption("--fp8-require"))
+    if missing:
+        pytest.exit("--fp8-require: " + "; ".join(missing), returncode=pytest.ExitCode.TESTS_FAILED)
     if session.config.getoption("--fp8-require-gpu"):
         problem = no_usable_gpu()
         if problem is not None:

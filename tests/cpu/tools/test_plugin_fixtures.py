@@ -26,6 +26,8 @@ def run_beside(folder):
     return {
         "required": (base + ["--fp8-require-gpu", "--fp8-dry-run"], {"cwd": ROOT}),
         "not required": (base, {"cwd": ROOT}),
+        # a package the runner must have, missing: fails before the GPU is even asked about
+        "package required": (base + ["--fp8-require=pytest,no_such_package_fp8ref", "--fp8-dry-run"], {"cwd": ROOT}),
     }
 
 
@@ -57,3 +59,21 @@ def test_a_compiling_test_cannot_fall_back_to_eager_under_a_compiled_label(fresh
         with pytest.raises(Exception, match="(?i)recompile"):
             f(torch.ones(3))  # a second shape: a recompile past the limit of one
     assert torch._dynamo.config.recompile_limit > 1  # restored
+
+
+def test_a_required_package_that_is_missing_fails_the_run(beside):
+    """A runner without torchao would pass with every Float8Linear check skipped: --fp8-require
+    names what it must have, and a missing one stops the run with exit 1, naming it."""
+    done = beside("package required")
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "--fp8-require: no_such_package_fp8ref: not installed" in done.stdout + done.stderr
+
+
+def test_required_packages_are_read_from_comma_lists_and_torchao_must_import(monkeypatch):
+    from fp8ref.harness import probes
+    from tests.plugins.fixtures import missing_required
+
+    assert missing_required(["pytest,torch", "torch"]) == []
+    assert missing_required(["pytest,no_such_package_fp8ref"]) == ["no_such_package_fp8ref: not installed"]
+    monkeypatch.setattr(probes, "torchao_float8_refusal", lambda: "refused: ImportError: cannot import name 'X'")
+    assert missing_required(["torchao"]) == ["torchao: refused: ImportError: cannot import name 'X'"]

@@ -147,3 +147,21 @@ def test_a_corrupted_golden_names_the_file_and_how_to_re_pin(tmp_path, content):
     status, lines = compare_with_golden(tmp_path, "cpu", now=now, how_to_pin="pytest THAT --fp8-update-golden")
     assert status == "unreadable"
     assert str(path) in lines[0] and "`pytest THAT --fp8-update-golden`" in lines[1]
+
+
+def test_a_first_run_pins_then_collects_again_and_compares(tmp_path, here):
+    """With no golden for a device kind, pin_first pins to the run's folder and a second
+    collection must match: a deterministic profile is "pinned", one that changes is caught."""
+    from fp8ref.harness.golden import pin_first
+
+    status, lines = pin_first(tmp_path / "out", "cpu", collect=lambda device: copy.deepcopy(here))
+    assert status == "pinned" and (tmp_path / "out" / "cpu.json").is_file() and "tests/golden/cpu.json" in lines[0]
+    calls = iter([0.5, 0.25])
+
+    def drifting(device):
+        now = copy.deepcopy(here)
+        now["behaviour"]["finfo.e5m2fnuz.eps"] = next(calls)
+        return now
+
+    status, lines = pin_first(tmp_path / "again", "cpu", collect=drifting)
+    assert status == "differs" and any("finfo.e5m2fnuz.eps" in line for line in lines)
