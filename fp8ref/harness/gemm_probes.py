@@ -6,8 +6,12 @@
   (DeepSeek-V3's report, section 3.3; B200 keeps about 25). ``across``: two products in different
   K blocks, ``PROMOTION_K`` apart: with ``use_fast_accum=False`` cuBLAS promotes the partial sums
   to float32 between blocks (CUTLASS every few instructions), so this is float32's 23; with fast
-  accumulation Hopper never promotes. A check such as DeepGEMM's ``calc_diff < 1e-3`` cannot tell
-  14 bits from 23, so the profile pins the numbers and only the promised one is asserted.
+  accumulation Hopper never promotes. ``PROMOTION_K`` (1024) is far beyond any promotion interval
+  reported (DeepSeek-V3: 128 on Hopper), so a GEMM that promotes every 256 or 512 is no false alarm.
+  A check such as DeepGEMM's ``calc_diff < 1e-3`` cannot tell 14 bits from 23, so the profile pins
+  the numbers and only the promised one is asserted.
+- ``promotion_interval``: how far apart two products must lie to be summed in float32, measured by
+  sweeping the distance (``PROMOTION_SWEEP``), pinned rather than assumed.
 - ``scale_result_rule``: what ``scale_result`` does to an FP8 output (divides, multiplies, or is
   ignored: a refactor once silently ignored it).
 - ``reference_bound``: the exact product of the FP8 values and the error a correct GEMM may add.
@@ -26,6 +30,8 @@ from .refusals import attempt
 
 __all__ = [
     "PROBE_K",
+    "PROMOTION_SWEEP",
+    "promotion_interval",
     "PROMOTION_K",
     "SPANS",
     "operand_dtypes",
@@ -37,9 +43,12 @@ __all__ = [
 ]
 
 PROBE_K = 32  # the K of the probes: a multiple of 16, as cuBLAS requires
-# K blocks between which an FP8 GEMM promotes its partial sums to float32 (DeepSeek-V3's N_C = 128,
-# four Hopper WGMMA instructions of K = 32): the "across" probe puts its two products this far apart
-PROMOTION_K = 128
+# How far apart the "across" probe puts its two products: beyond the promotion interval of any FP8
+# GEMM reported (DeepSeek-V3's N_C = 128 on Hopper, four WGMMA instructions of K = 32), so that
+# promoting every 256 or 512 products is not taken for no promotion at all
+PROMOTION_K = 1024
+# the distances ``promotion_interval`` tries (K grows with them: 2 x the distance)
+PROMOTION_SWEEP = (16, 32, 64, 128, 256, 512, 1024)
 SPANS = ("within", "across")
 _TOP = 8  # 2^8 = 256: E4M3's largest power of two
 _SPAN = 18  # exponents 8 .. -9: E4M3's normal and subnormal powers of two
@@ -81,11 +90,15 @@ def half_ulp(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps / 2
 
 
-def _powers_of_two_probe(device: str, span: str = "within") -> tuple[torch.Tensor, torch.Tensor]:
+def _powers_of_two_probe(device: str, span: str = "within", at: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """A (32, K) and B (K, 32, column-major) in E4M3 with out[i, j] = 2^16 + 2^(16 - i - j) for
     i, j < 18 (and 0 elsewhere): a large and a small product, 0 to 34 binary places apart; the
-    small one at k = 1 (``within`` the first K block) or at k = PROMOTION_K + 1 (``across``)."""
-    k, small = (PROBE_K, 1) if span == "within" else (2 * PROMOTION_K, PROMOTION_K + 1)
+    small one at k = 1 (``within`` the first K block), at k = PROMOTION_K + 1 (``across``), or at
+    k = ``at``."""
+    if at is not None:
+        k, small = 2 * at, at
+    else:
+        k, small = (PROBE_K, 1) if span == "within" else (2 * PROMOTION_K, PROMOTION_K + 1)
     a = torch.zeros(32, k)
     b = torch.zeros(32, k)  # rows of B^T
     idx = torch.arange(_SPAN)
@@ -103,7 +116,24 @@ def accumulator_bits(device: str = "cpu", fast_accum: bool = False, span: str = 
     that rounds to 2^16), so 23 means "at least 23"."""
     boolean(fast_accum, "fast_accum")
     one_of(span, SPANS, "span")
-    A, B = _powers_of_two_probe(device, span)
+    return _bits(device, fast_accum, *_powers_of_two_probe(device, span))
+
+
+def promotion_interval(device: str = "cpu", fast_accum: bool = False) -> str:
+    """The smallest distance of ``PROMOTION_SWEEP`` at which two products (the large one at k = 0)
+    are summed with float32's 23 bits, while at the distance before it they are not: the GEMM's
+    promotion interval, as ``"128"``; ``"every product"`` when the first distance already keeps 23
+    (a float32 accumulator throughout, as on the CPU); ``"none up to 1024"`` when no distance does
+    (no promotion, as Hopper's fast accumulation)."""
+    boolean(fast_accum, "fast_accum")
+    kept = {d: _bits(device, fast_accum, *_powers_of_two_probe(device, at=d)) for d in PROMOTION_SWEEP}
+    if kept[PROMOTION_SWEEP[0]] >= 23:
+        return "every product"
+    first = next((d for d in PROMOTION_SWEEP if kept[d] >= 23), None)
+    return f"none up to {PROMOTION_SWEEP[-1]}" if first is None else str(first)
+
+
+def _bits(device: str, fast_accum: bool, A: torch.Tensor, B: torch.Tensor) -> int:
     one = torch.tensor(1.0, device=device)
     out = (
         torch._scaled_mm(A, B, scale_a=one, scale_b=one, out_dtype=torch.float32, use_fast_accum=fast_accum)

@@ -145,6 +145,13 @@ def _probe_scaled_mm(device: str) -> dict:
                         device=device,
                     )
                 )
+        for tag, fast in (("exact", False), ("fast", True)):
+            key = f"scaled_mm.promotion_interval.{tag}"
+            out.update(
+                _isolated(
+                    [key], lambda key=key, fast=fast: {key: gemm_probes.promotion_interval(device, fast)}, device=device
+                )
+            )
         forms = [f"scaled_mm.form.{k}" for k in ("tensorwise.0d", "rowwise.Mx1_1xN", "shape.M")]
         out.update(
             _isolated(

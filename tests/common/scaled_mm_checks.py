@@ -19,6 +19,7 @@ from fp8ref.harness.gemm_probes import (
     accumulator_bits,
     exact_sum_operands,
     operand_dtypes,
+    promotion_interval,
     reference_bound,
     scale_forms_and_shapes,
     scale_result_rule,
@@ -282,15 +283,17 @@ def check_scale_result(device: str, out_dtype: torch.dtype) -> tuple[str | None,
 def check_promotion(device: str) -> tuple[str | None, str]:
     """Guards: a kernel that stops promoting its partial sums to float32 while use_fast_accum=False
     promises it (calc_diff < 1e-3 cannot see 14 bits against 23). Checked: only what cuBLAS
-    promises, two products PROMOTION_K apart summed in float32. Observed and pinned in the
-    profile (scaled_mm.accum_bits.*): the width within one K block (about 13-14 bits on Hopper
-    whatever use_fast_accum says) and across blocks with fast accumulation (no promotion)."""
+    promises, two products PROMOTION_K (1024) apart summed in float32. Observed and pinned in the
+    profile (scaled_mm.accum_bits.*, scaled_mm.promotion_interval.*): the width within one K
+    block (about 13-14 bits on Hopper whatever use_fast_accum says), across blocks with fast
+    accumulation (no promotion), and how far apart products must be to be promoted."""
     bits = {
         (span, fast): accumulator_bits(device, fast, span) for span in ("within", "across") for fast in (False, True)
     }
     seen = (
         f"within a K block: exact {bits['within', False]}, fast {bits['within', True]}; "
-        f"across K blocks ({PROMOTION_K} apart): exact {bits['across', False]}, fast {bits['across', True]}"
+        f"across K blocks ({PROMOTION_K} apart): exact {bits['across', False]}, fast {bits['across', True]}; "
+        f"promoted every: exact {promotion_interval(device, False)}, fast {promotion_interval(device, True)}"
     )
     if bits["across", False] != 23:
         return f"use_fast_accum=False kept {bits['across', False]} bits across K blocks", seen

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from fp8ref.harness import probes
-from fp8ref.harness.gemm_probes import PROMOTION_K, accumulator_bits, scale_result_rule
+from fp8ref.harness.gemm_probes import accumulator_bits, promotion_interval, scale_result_rule
 from tests.common.scaled_mm_checks import case, excess, run
 from tests.common.scaled_mm_checks import stand_in as _stand_in
 
@@ -42,14 +42,28 @@ def test_the_bound_catches_a_wrong_gemm(fault, scaling, monkeypatch, skip_unless
 
 # --- another GPU generation's accumulator, on the CPU ---------------------------------------------
 # Hopper's tensor cores keep about 13 mantissa bits within a K block whatever use_fast_accum says;
-# with use_fast_accum=False the partial sum is promoted to float32 every PROMOTION_K products.
-HOPPER_LIKE = {"keep_bits": 13, "promote_every": PROMOTION_K}
+# with use_fast_accum=False the partial sum is promoted to float32 every 128 products (DeepSeek-V3).
+HOPPER_LIKE = {"keep_bits": 13, "promote_every": 128}
 
 
 def test_the_probes_tell_within_block_from_promoted_width(monkeypatch):
     monkeypatch.setattr(torch, "_scaled_mm", _stand_in(**HOPPER_LIKE))
     got = {(span, fast): accumulator_bits("cpu", fast, span) for span in ("within", "across") for fast in (False, True)}
     assert got == {("within", False): 13, ("within", True): 13, ("across", False): 23, ("across", True): 13}
+
+
+@pytest.mark.parametrize("every", [128, 256, 512])
+def test_the_promotion_interval_is_measured_not_assumed(every, monkeypatch):
+    """A GEMM that promotes every 128, 256 or 512 products: the sweep measures that interval, and
+    the promotion check (products PROMOTION_K apart) passes each, not only Hopper's 128."""
+    monkeypatch.setattr(torch, "_scaled_mm", _stand_in(keep_bits=13, promote_every=every))
+    assert promotion_interval("cpu", fast_accum=False) == str(every)
+    assert promotion_interval("cpu", fast_accum=True) == "none up to 1024"
+    assert accumulator_bits("cpu", False, "across") == 23
+
+
+def test_the_cpus_float32_accumulator_promotes_every_product():
+    assert promotion_interval("cpu") == "every product"
 
 
 def test_a_hopper_like_accumulator_passes_the_promotion_check_and_one_that_never_promotes_fails(monkeypatch):
