@@ -11,7 +11,7 @@ every GEMM operand out contraction-last (``fp8ref.reference.recipes``), where th
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -112,20 +112,29 @@ def dynamic_cast(
     x: torch.Tensor, fmt: FloatFormat, granularity: Granularity, pow2: bool
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """torchao's ``hp_tensor_to_float8_dynamic``: (uint8 codes, scale)."""
+    return dynamic_cast_fn(fmt, granularity, pow2)(x)
+
+
+def dynamic_cast_fn(
+    fmt: FloatFormat, granularity: Granularity, pow2: bool
+) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """``dynamic_cast`` with its checks and imports done: a function of ``x`` holding nothing but
+    torchao's cast, what a test compiles (fp8ref's own checks would break the graph)."""
     require_torchao()
     from torchao.float8.float8_scaling_utils import hp_tensor_to_float8_dynamic
     from torchao.float8.float8_training_tensor import LinearMMConfig
 
+    dtype = as_format(fmt).torch_dtype()
     g, dim = _granularity_args(granularity)
-    t = hp_tensor_to_float8_dynamic(
-        x,
-        as_format(fmt).torch_dtype(),
-        LinearMMConfig(),
-        scaling_granularity=g,
-        axiswise_dim=dim,
-        round_scales_to_power_of_2=pow2,
-    )
-    return t._data.view(torch.uint8), t._scale
+    config = LinearMMConfig()
+
+    def cast(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        t = hp_tensor_to_float8_dynamic(
+            x, dtype, config, scaling_granularity=g, axiswise_dim=dim, round_scales_to_power_of_2=pow2
+        )
+        return t._data.view(torch.uint8), t._scale
+
+    return cast
 
 
 def to_mx(

@@ -114,17 +114,35 @@ def cpu_profile() -> dict:
     return collect("cpu")
 
 
+def graph_breaks() -> dict[str, int]:
+    """The graph breaks dynamo counted since ``torch._dynamo.utils.counters`` was last cleared:
+    reason (its first line) -> count."""
+    from torch._dynamo.utils import counters
+
+    return {str(reason).splitlines()[0]: n for reason, n in counters["graph_break"].items()}
+
+
 @pytest.fixture
 def fresh_dynamo():
     """For a test that compiles: dynamo's caches emptied before it (so what it compiles does not
     depend on which tests ran first), shapes kept static (no recompiling with dynamic shapes after
-    a second shape), and hitting the recompile limit an error instead of a silent fall-back to
-    eager under a 'compiled' label. Restored afterwards."""
+    a second shape), hitting the recompile limit an error instead of a silent fall-back to eager
+    under a 'compiled' label, and any graph break an error at the end of the test: a "compiled"
+    result that ran partly eager is not the compiled path. Restored afterwards."""
     import torch._dynamo
+    from torch._dynamo.utils import counters
 
     config = torch._dynamo.config
     wanted = {"fail_on_recompile_limit_hit": True, "automatic_dynamic_shapes": False}
     torch._dynamo.reset()
+    counters.clear()
     with config.patch(**{k: v for k, v in wanted.items() if hasattr(config, k)}):
         yield
+    breaks = graph_breaks()
     torch._dynamo.reset()
+    counters.clear()
+    if breaks:
+        pytest.fail(
+            "the compiled code broke its graph, so part of it ran eagerly: "
+            + "; ".join(f"{reason} (x{n})" for reason, n in breaks.items())
+        )

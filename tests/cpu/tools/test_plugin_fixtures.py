@@ -77,3 +77,30 @@ def test_required_packages_are_read_from_comma_lists_and_torchao_must_import(mon
     assert missing_required(["pytest,no_such_package_fp8ref"]) == ["no_such_package_fp8ref: not installed"]
     monkeypatch.setattr(probes, "torchao_float8_refusal", lambda: "refused: ImportError: cannot import name 'X'")
     assert missing_required(["torchao"]) == ["torchao: refused: ImportError: cannot import name 'X'"]
+
+
+def test_a_graph_break_is_seen_by_the_compile_check():
+    """fresh_dynamo fails a test whose compiled code broke its graph (part of it then ran eagerly
+    under a 'compiled' label); graph_breaks() is what it reads: one break counted here, none for a
+    function that compiles whole."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from tests.plugins.fixtures import graph_breaks
+
+    def broken(x):
+        y = x * 2
+        torch._dynamo.graph_break()
+        return y + 1
+
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        torch.compile(lambda x: x * 2 + 1, backend="eager", dynamic=False)(torch.ones(3))
+        assert graph_breaks() == {}
+        torch.compile(broken, backend="eager", dynamic=False)(torch.ones(3))
+        assert len(graph_breaks()) == 1 and "graph_break()" in next(iter(graph_breaks()))
+    finally:
+        torch._dynamo.reset()
+        counters.clear()
