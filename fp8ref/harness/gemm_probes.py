@@ -23,6 +23,8 @@ implementation under test.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..reference.validate import boolean, instance, one_of
@@ -32,6 +34,8 @@ __all__ = [
     "PROBE_K",
     "PROMOTION_SWEEP",
     "promotion_interval",
+    "interval_products",
+    "accumulation_bound",
     "PROMOTION_K",
     "SPANS",
     "operand_dtypes",
@@ -131,6 +135,33 @@ def promotion_interval(device: str = "cpu", fast_accum: bool = False) -> str:
         return "every product"
     first = next((d for d in PROMOTION_SWEEP if kept[d] >= 23), None)
     return f"none up to {PROMOTION_SWEEP[-1]}" if first is None else str(first)
+
+
+def interval_products(interval: str) -> int | None:
+    """``promotion_interval``'s answer as a number of products: 1 for every product, None for no
+    promotion within the distances swept."""
+    if interval == "every product":
+        return 1
+    if interval.startswith("none"):
+        return None
+    return int(interval)
+
+
+def accumulation_bound(k: int, within_bits: int, interval: int | None) -> float:
+    """How far one summation of ``k`` exact products, times two float32 scales, may land from the
+    exact result, relative to the magnitude sum m = sum |a_i b_i| (first order): for an
+    accumulator that keeps ``within_bits`` mantissa bits inside blocks of ``interval`` products
+    and float32's 23 between blocks (``interval`` None: no promotion, one block of k). Each
+    addition rounds once, by at most half an ulp of its result, itself at most m: interval - 1
+    roundings at 2^-(within_bits + 1) inside each block, and ceil(k / interval) + 3 at 2^-24 (the
+    block sums added in float32, the two scales). Two summations in different orders (two kernels)
+    differ by at most twice this."""
+    if not isinstance(k, int) or k < 1:
+        raise ValueError(f"k: expected a positive int, got {k!r}")
+    if not isinstance(within_bits, int) or not 0 <= within_bits <= 52:
+        raise ValueError(f"within_bits: expected an int in [0, 52], got {within_bits!r}")
+    n = k if interval is None else min(max(1, interval), k)
+    return (n - 1) * 2.0 ** -(within_bits + 1) + (math.ceil(k / n) + 3) * 2.0**-24
 
 
 def _bits(device: str, fast_accum: bool, A: torch.Tensor, B: torch.Tensor) -> int:

@@ -13,7 +13,13 @@ from typing import Any
 
 import torch
 
-from fp8ref.harness.gemm_probes import half_ulp
+from fp8ref.harness.gemm_probes import (
+    accumulation_bound,
+    accumulator_bits,
+    half_ulp,
+    interval_products,
+    promotion_interval,
+)
 from fp8ref.reference.emulate import Fp8Linear
 
 U_BF16 = half_ulp(torch.bfloat16)  # 2^-8, relative
@@ -28,6 +34,13 @@ def _problem(
     x = torch.randn(tokens, d_in, generator=gen).to(torch.bfloat16).to(device)
     g = torch.randn(tokens, d_out, generator=gen).to(torch.bfloat16).to(device)
     return lin, x, g
+
+
+def device_accumulator(device: str) -> tuple[int, int | None]:
+    """The narrowest accumulator width this device's FP8 GEMM shows within a K block (fast
+    accumulation or not) and its promotion interval with fast accumulation (the worst case)."""
+    within = min(accumulator_bits(device, fast, "within") for fast in (False, True))
+    return within, interval_products(promotion_interval(device, True))
 
 
 def torchao_convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) -> Any:
@@ -58,9 +71,11 @@ def check_compiled_matches_eager(recipe: str, device: str) -> str | None:
     """Guards: a codegen change that makes compiled float8 training produce NaN/Inf or other
     numbers while eager is fine. Compiled and eager cast the same values (the casts are compared
     bitwise elsewhere); inductor may fuse and reorder the GEMMs' surroundings, so each output is
-    held to |compiled - eager| <= 2u|eager| + 2(K+3)2^-24 m, with u half a bfloat16 ulp and m the
-    magnitude sum of the GEMM's high-precision operands (x 1.1 for their FP8 rounding). Compile
-    under the ``fresh_dynamo`` fixture."""
+    held to |compiled - eager| <= 2u|eager| + 2 b m, with u half a bfloat16 ulp, m the magnitude
+    sum of the GEMM's high-precision operands (x 1.1 for their FP8 rounding) and b the accumulation
+    bound of this device's FP8 GEMM (``gemm_probes.accumulation_bound`` of the narrowest width it
+    measures within a K block and its promotion interval with fast accumulation): the two sides may
+    run different kernels, summing in different orders. Compile under the ``fresh_dynamo`` fixture."""
     lin, x, g = _problem(device)
     m = torchao_convert(lin, recipe)
     eager = fwd_bwd(m, x, g)
@@ -68,11 +83,12 @@ def check_compiled_matches_eager(recipe: str, device: str) -> str | None:
     x2, g2, w = x.double().cpu(), g.double().cpu(), lin.weight.double().cpu()
     mags = {"output": x2.abs() @ w.abs().t(), "grad_input": g2.abs() @ w.abs(), "grad_weight": g2.abs().t() @ x2.abs()}
     ks = {"output": x2.shape[1], "grad_input": g2.shape[1], "grad_weight": x2.shape[0]}
+    within, interval = device_accumulator(device)
     for name, mag in mags.items():
         c, e = _tensor(compiled[name]).double().cpu(), _tensor(eager[name]).double().cpu()
         if not bool(torch.isfinite(c).all()):
             return f"compiled {recipe} {name} on {device} is not finite"
-        bound = 2 * U_BF16 * e.abs() + 2 * (ks[name] + 3) * 2.0**-24 * 1.1 * mag
+        bound = 2 * U_BF16 * e.abs() + 2 * accumulation_bound(ks[name], within, interval) * 1.1 * mag
         excess = (c - e).abs() - bound
         if not bool((excess <= 0).all()):
             return (
@@ -87,7 +103,7 @@ def check_weight_cast_follows_the_weight(recipe: str, device: str) -> str | None
     the weight: silent drift. After each SGD step, torchao's forward must equal fp8ref's emulated
     linear built from the *current* weight, and the step must have changed the weight's amax. With
     emulate=True both compute a float32 product of the same FP8 values: bitwise on the CPU; on a
-    GPU the two matmuls may sum in other orders, so within 2u|y| + 2(K+3)2^-24 m (as above), far
+    GPU the two matmuls may sum in other orders, so within 2u|y| + 2 b m (b as above), far
     below what a stale weight scale would change."""
     lin, x, g = _problem(device, seed=5)
     m = torchao_convert(lin, recipe, emulate=True)
@@ -104,7 +120,8 @@ def check_weight_cast_follows_the_weight(recipe: str, device: str) -> str | None
             ok = torch.equal(theirs_y, ours_y)
         else:
             mag = 1.1 * (x.double().abs() @ weight.detach().double().abs().t())
-            bound = 2 * U_BF16 * ours_y.double().abs() + 2 * (x.shape[1] + 3) * 2.0**-24 * mag
+            acc = accumulation_bound(x.shape[1], *device_accumulator(device))
+            bound = 2 * U_BF16 * ours_y.double().abs() + 2 * acc * mag
             ok = bool(((theirs_y.double() - ours_y.double()).abs() <= bound).all())
         if not ok:
             return (

@@ -1,11 +1,19 @@
 """The GEMM probes and the _scaled_mm argument checks can fail: each is run against a stand-in
 ``_scaled_mm`` with one known fault, and must report it."""
 
+import math
+
 import pytest
 import torch
 
 from fp8ref.harness import probes
-from fp8ref.harness.gemm_probes import accumulator_bits, promotion_interval, scale_result_rule
+from fp8ref.harness.gemm_probes import (
+    accumulation_bound,
+    accumulator_bits,
+    interval_products,
+    promotion_interval,
+    scale_result_rule,
+)
 from tests.common.scaled_mm_checks import case, excess, run
 from tests.common.scaled_mm_checks import stand_in as _stand_in
 
@@ -116,3 +124,58 @@ def test_the_scale_form_probe_catches_a_one_element_scale_read_as_one(monkeypatc
     monkeypatch.setattr(torch, "_scaled_mm", _stand_in(vector_scale_ignored=True))
     got = scale_forms_and_shapes("cpu")
     assert got["tensorwise.1"].startswith("wrong") and got["tensorwise.0d"] == "ok", got
+
+
+def _sum_in_blocks(p: torch.Tensor, bits: int, interval: int | None, reverse: bool) -> float:
+    """One summation of the products ``p`` (float64), in order or reversed, by an accumulator that
+    keeps ``bits`` mantissa bits inside blocks of ``interval`` products and float32's 24 between."""
+
+    def keep(v: float, b: int) -> float:
+        m, e = math.frexp(v)
+        return math.ldexp(round(m * 2.0 ** (b + 1)) / 2.0 ** (b + 1), e)
+
+    values = p.flip(0).tolist() if reverse else p.tolist()
+    n = len(values) if interval is None else interval
+    total = 0.0
+    for start in range(0, len(values), n):
+        part = 0.0
+        for v in values[start : start + n]:
+            part = keep(part + v, bits)
+        total = keep(total + part, 23)
+    return total
+
+
+# (bits, interval, whether the float32-only bound 2(K+3)2^-24 m holds): Hopper-like 13 bits,
+# promoted every 128 or never, exceed it; float32 keeps it; 13 bits in blocks of 32 may or may not
+@pytest.mark.parametrize(
+    "bits,interval,float32_bound", [(13, 128, False), (13, None, False), (23, 1, True), (13, 32, None)]
+)
+def test_two_summation_orders_stay_within_the_derived_accumulation_bound(bits, interval, float32_bound):
+    """Two kernels may sum the same products in other orders with other accumulators: forward and
+    reversed, each with ``bits`` inside blocks of ``interval``, differ by at most twice
+    ``accumulation_bound``; the float32-only bound the checks used before holds only by luck on
+    an accumulator narrower than float32's."""
+    gen = torch.Generator().manual_seed(bits + (interval or 0))
+    k = 512
+    worst, float32_only_exceeded = 0.0, False
+    for _ in range(20):
+        p = torch.randn(k, generator=gen, dtype=torch.float64) * torch.exp2(torch.randint(-4, 4, (k,), generator=gen))
+        m = float(p.abs().sum())
+        diff = abs(_sum_in_blocks(p, bits, interval, False) - _sum_in_blocks(p, bits, interval, True))
+        worst = max(worst, diff / m)
+        float32_only_exceeded |= diff > 2 * (k + 3) * 2.0**-24 * m
+    assert worst <= 2 * accumulation_bound(k, bits, interval), (worst, accumulation_bound(k, bits, interval))
+    if float32_bound is not None:
+        assert float32_only_exceeded == (not float32_bound)
+
+
+def test_the_accumulation_bound_on_the_cpu_is_the_float32_one():
+    """On the CPU (23 bits, every product promoted) the derived bound is the float32 bound the
+    checks used before: (K + 3) 2^-24."""
+    within = accumulator_bits("cpu", True, "within")
+    interval = interval_products(promotion_interval("cpu", True))
+    assert (within, interval) == (23, 1)
+    assert accumulation_bound(256, within, interval) == (256 + 3) * 2.0**-24
+    assert interval_products("none up to 1024") is None and interval_products("128") == 128
+    with pytest.raises(ValueError, match="k: expected a positive int"):
+        accumulation_bound(0, 13, None)
