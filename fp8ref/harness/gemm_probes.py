@@ -12,6 +12,9 @@
   the numbers and only the promised one is asserted.
 - ``promotion_interval``: how far apart two products must lie to be summed in float32, measured by
   sweeping the distance (``PROMOTION_SWEEP``), pinned rather than assumed.
+- ``kernels_of``: which kernels a call ran (torch.profiler: the CUDA kernels' names; on the CPU the
+  GEMM ops), so a change of backend (cuBLASLt's outer-vector scaling instead of CUTLASS, say) is
+  one line of a profile diff; ``scaled_mm_kernels`` asks it for each scaling.
 - ``scale_result_rule``: what ``scale_result`` does to an FP8 output (divides, multiplies, or is
   ignored: a refactor once silently ignored it).
 - ``reference_bound``: the exact product of the FP8 values and the error a correct GEMM may add.
@@ -24,6 +27,7 @@ implementation under test.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
@@ -36,6 +40,8 @@ __all__ = [
     "promotion_interval",
     "interval_products",
     "accumulation_bound",
+    "kernels_of",
+    "scaled_mm_kernels",
     "PROMOTION_K",
     "SPANS",
     "operand_dtypes",
@@ -162,6 +168,41 @@ def accumulation_bound(k: int, within_bits: int, interval: int | None) -> float:
         raise ValueError(f"within_bits: expected an int in [0, 52], got {within_bits!r}")
     n = k if interval is None else min(max(1, interval), k)
     return (n - 1) * 2.0 ** -(within_bits + 1) + (math.ceil(k / n) + 3) * 2.0**-24
+
+
+def kernels_of(fn: Callable[[], object], device: str = "cpu") -> str:
+    """The kernels ``fn()`` ran, in order, each once, joined by " > ": on a CUDA device the device
+    kernels torch.profiler records (copies and memsets left out); on the CPU the aten GEMM ops
+    (names holding "mm" or "gemm"), the CPU's view of which path ran. "none recorded" if none."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.device(device).type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        fn()
+        if cuda:
+            torch.cuda.synchronize()
+    names = []
+    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+        name = event.name
+        if cuda:
+            if event.device_type == torch.autograd.DeviceType.CUDA and not name.startswith(("Memcpy", "Memset")):
+                names.append(name)
+        elif name.startswith("aten::") and ("mm" in name or "gemm" in name):
+            names.append(name)
+    return " > ".join(dict.fromkeys(names)) or "none recorded"
+
+
+def scaled_mm_kernels(scaling: str, device: str = "cpu") -> str:
+    """``kernels_of`` a bfloat16 ``torch._scaled_mm`` with ``scaling`` scales (tensorwise or rowwise)
+    on 256 x 256 x 256 E4M3 operands."""
+    one_of(scaling, ("tensorwise", "rowwise"), "scaling")
+    A, B, _ = _exact_problem(256, 256, 256, device)
+    if scaling == "tensorwise":
+        sa = sb = torch.tensor(1.0, device=device)
+    else:
+        sa, sb = torch.ones(256, 1, device=device), torch.ones(1, 256, device=device)
+    return kernels_of(lambda: torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16), device)
 
 
 def _bits(device: str, fast_accum: bool, A: torch.Tensor, B: torch.Tensor) -> int:

@@ -145,6 +145,14 @@ def _probe_scaled_mm(device: str) -> dict:
                         device=device,
                     )
                 )
+        for scaling in ("tensorwise", "rowwise"):  # which backend ran: one line of a diff when it changes
+            key = f"scaled_mm.kernels.{scaling}"
+            if out.get(f"scaled_mm.{scaling}.bf16") == "ok":
+                out.update(
+                    _isolated(
+                        [key], lambda key=key, s=scaling: {key: gemm_probes.scaled_mm_kernels(s, device)}, device=device
+                    )
+                )
         for tag, fast in (("exact", False), ("fast", True)):
             key = f"scaled_mm.promotion_interval.{tag}"
             out.update(

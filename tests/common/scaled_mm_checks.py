@@ -9,21 +9,25 @@ apart, so rowwise scales differ per row and per column by large factors.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
+import torch._dynamo
 
 from fp8ref.harness import probes
 from fp8ref.harness.gemm_probes import (
     PROMOTION_K,
     accumulator_bits,
     exact_sum_operands,
+    kernels_of,
     operand_dtypes,
     promotion_interval,
     reference_bound,
     scale_forms_and_shapes,
     scale_result_rule,
 )
+from fp8ref.harness.refusals import attempt
 from fp8ref.reference.codec import encode
 from fp8ref.reference.formats import E4M3FN, E5M2
 from fp8ref.reference.quantize import quantize
@@ -95,13 +99,28 @@ def case(
     )
 
 
+# inductor with only its Triton GEMM templates to choose from: the compiled path that lowers
+# _scaled_mm to a kernel of its own (without max-autotune it keeps the ATen call, eager's kernel)
+MAX_AUTOTUNE_TRITON = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON"}
+
+
 def run(
-    c: Case, out_dtype: torch.dtype, bias: torch.Tensor | None = None, fast_accum: bool = False, compiled: bool = False
+    c: Case,
+    out_dtype: torch.dtype,
+    bias: torch.Tensor | None = None,
+    fast_accum: bool = False,
+    compiled: bool | dict = False,
 ) -> torch.Tensor:
+    """``_scaled_mm`` on the case: eager, compiled (``True``), or compiled with these inductor
+    options (a dict, e.g. ``MAX_AUTOTUNE_TRITON``), whole (fullgraph)."""
+
     def mm(A, B, sa, sb, bias):
         return torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype, use_fast_accum=fast_accum)
 
-    fn = torch.compile(mm, dynamic=False) if compiled else mm
+    if compiled is False:
+        return mm(c.A, c.B, c.scale_a, c.scale_b, bias)
+    options = compiled if isinstance(compiled, dict) else None
+    fn = torch.compile(mm, dynamic=False, fullgraph=True, options=options)
     return fn(c.A, c.B, c.scale_a, c.scale_b, bias)
 
 
@@ -222,28 +241,52 @@ def check_bias_added_once(device: str, scaling: str) -> str | None:
     return problem and f"{scaling} with bias on {device}: {problem}"
 
 
-def check_ragged_rows(device: str, scaling: str, rows: tuple[int, ...]) -> str | None:
+def check_ragged_rows(device: str, scaling: str, rows: tuple[int, ...]) -> tuple[str | None, str]:
     """Guards: the M tail of a kernel tiled in M (an illegal memory access once lived in CUDA
     rowwise scaled_mm with M not a multiple of 256; torch asks only K and N to be multiples of
-    16, so M = 1, 17, 100, 4111 are all legal)."""
+    16, so M = 1, 17, 100, 4111 are all legal). It was written for CUTLASS's rowwise kernel; which
+    kernel each M ran is the observation (cuBLASLt's outer-vector scaling, on torch 2.11 with
+    cuBLASLt >= 12.9, is another backend)."""
     _, k, n = shape(device)
+    seen: dict[str, list[int]] = {}
     for m in rows:
         c = case(m, k, n, scaling, device, seed=m, exact_sums=True)
         problem = excess(c, run(c, torch.bfloat16), torch.bfloat16)
+        seen.setdefault(kernels_of(functools.partial(run, c, torch.bfloat16), device), []).append(m)
         if problem:
-            return f"{scaling}, M={m} on {device}: {problem}"
-    return None
+            return f"{scaling}, M={m} on {device}: {problem}", ""
+    return None, "; ".join(f"M={','.join(map(str, ms))}: {kernels}" for kernels, ms in seen.items())
 
 
 def check_compiled(device: str, scaling: str) -> tuple[str | None, str]:
-    """Guards: inductor's scaled-mm lowering picking another scaling than eager (compiled output
-    held to the same bound as eager); whether it is bitwise equal to eager is the observation.
+    """Guards: inductor's scaled-mm lowering picking another scaling than eager. Two compiled
+    paths, each held to the exact-sum bound: the default one (which keeps the ATen call, so it
+    runs eager's kernel) and max-autotune with only Triton templates (``MAX_AUTOTUNE_TRITON``: a
+    kernel of inductor's own, where this install has one; a refusal is recorded). Observed: the
+    kernels each ran (``gemm_probes.kernels_of``) and whether the output is eager's, bitwise.
     Compile under the ``fresh_dynamo`` fixture."""
     c = case(*shape(device), scaling, device, seed=3, exact_sums=True)
-    eager, compiled = run(c, torch.bfloat16), run(c, torch.bfloat16, compiled=True)
-    seen = "bitwise equal to eager" if torch.equal(eager, compiled) else "differs from eager"
-    problem = excess(c, compiled, torch.bfloat16)
-    return problem and f"compiled {scaling} on {device}: {problem}", seen
+    eager = run(c, torch.bfloat16)
+    words = [f"eager: {kernels_of(lambda: run(c, torch.bfloat16), device)}"]
+    problems = []
+    hows: tuple[tuple[str, bool | dict], ...] = (("compiled", True), ("max-autotune Triton", MAX_AUTOTUNE_TRITON))
+    for label, how in hows:
+        torch._dynamo.reset()  # (a compile of its own, not the previous one's cache)
+
+        def compiled_run(how: bool | dict = how) -> torch.Tensor:
+            return run(c, torch.bfloat16, compiled=how)
+
+        ok, out = attempt(compiled_run, device)
+        if not ok or not isinstance(out, torch.Tensor):
+            words.append(f"{label}: {out}")
+            continue
+        same = "bitwise equal to eager" if torch.equal(out, eager) else "differs from eager"
+        kernels = kernels_of(compiled_run, device)
+        words.append(f"{label}: {kernels} ({same})")
+        problem = excess(c, out, torch.bfloat16)
+        if problem:
+            problems.append(f"{label} {scaling} on {device}: {problem}")
+    return ("; ".join(problems) or None), "; ".join(words)
 
 
 def check_scale_result(device: str, out_dtype: torch.dtype) -> tuple[str | None, str]:

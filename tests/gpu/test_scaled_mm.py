@@ -42,9 +42,10 @@ def test_bias_is_added_once_under_non_unit_scales(scaling, mm_device, skip_unles
 
 
 @pytest.mark.parametrize("scaling", mm.SCALINGS)
-def test_rows_not_a_multiple_of_the_tile(scaling, mm_device, ragged_m, skip_unless):
+def test_rows_not_a_multiple_of_the_tile(scaling, mm_device, ragged_m, skip_unless, record_observation):
     skip_unless(*mm.refusal(scaling, torch.bfloat16, mm_device))
-    problem = mm.check_ragged_rows(mm_device, scaling, ragged_m)
+    problem, kernels = mm.check_ragged_rows(mm_device, scaling, ragged_m)
+    record_observation(f"_scaled_mm {scaling} kernels by M on {mm_device}", kernels)
     assert problem is None, problem
 
 

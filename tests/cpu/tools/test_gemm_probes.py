@@ -13,7 +13,9 @@ from fp8ref.harness.gemm_probes import (
     interval_products,
     promotion_interval,
     scale_result_rule,
+    scaled_mm_kernels,
 )
+from fp8ref.harness.profile_file import diff
 from tests.common.scaled_mm_checks import case, excess, run
 from tests.common.scaled_mm_checks import stand_in as _stand_in
 
@@ -179,3 +181,18 @@ def test_the_accumulation_bound_on_the_cpu_is_the_float32_one():
     assert interval_products("none up to 1024") is None and interval_products("128") == 128
     with pytest.raises(ValueError, match="k: expected a positive int"):
         accumulation_bound(0, 13, None)
+
+
+def test_a_change_of_backend_is_one_line_of_the_profile_diff(monkeypatch):
+    """scaled_mm.kernels.* records which kernels ran: another backend behind the same call (here a
+    float64 stand-in, which runs other ops) changes that key, and only it."""
+    real = scaled_mm_kernels("rowwise")
+    assert "aten::_scaled_mm" in real
+    monkeypatch.setattr(torch, "_scaled_mm", _stand_in())
+    other = scaled_mm_kernels("rowwise")
+    assert other != real
+
+    def profile(kernels: str) -> dict:
+        return {"fp8ref_profile": 1, "versions": {}, "behaviour": {"scaled_mm.kernels.rowwise": kernels, "x": 1}}
+
+    assert [d[0] for d in diff(profile(real), profile(other))] == ["scaled_mm.kernels.rowwise"]
