@@ -122,6 +122,17 @@ def graph_breaks() -> dict[str, int]:
     return {str(reason).splitlines()[0]: n for reason, n in counters["graph_break"].items()}
 
 
+def fail_on_graph_breaks() -> None:
+    """Fail the test (pytest.fail) when dynamo counted a graph break since its counters were
+    cleared, naming each: what ``fresh_dynamo`` does at the end of a compiling test."""
+    breaks = graph_breaks()
+    if breaks:
+        pytest.fail(
+            "the compiled code broke its graph, so part of it ran eagerly: "
+            + "; ".join(f"{reason} (x{n})" for reason, n in breaks.items())
+        )
+
+
 @pytest.fixture
 def fresh_dynamo():
     """For a test that compiles: dynamo's caches emptied before it (so what it compiles does not
@@ -138,11 +149,8 @@ def fresh_dynamo():
     counters.clear()
     with config.patch(**{k: v for k, v in wanted.items() if hasattr(config, k)}):
         yield
-    breaks = graph_breaks()
-    torch._dynamo.reset()
-    counters.clear()
-    if breaks:
-        pytest.fail(
-            "the compiled code broke its graph, so part of it ran eagerly: "
-            + "; ".join(f"{reason} (x{n})" for reason, n in breaks.items())
-        )
+    try:
+        fail_on_graph_breaks()
+    finally:
+        torch._dynamo.reset()
+        counters.clear()

@@ -87,7 +87,7 @@ def test_a_graph_break_is_seen_by_the_compile_check():
     import torch._dynamo
     from torch._dynamo.utils import counters
 
-    from tests.plugins.fixtures import graph_breaks
+    from tests.plugins.fixtures import fail_on_graph_breaks, graph_breaks
 
     def broken(x):
         y = x * 2
@@ -99,8 +99,11 @@ def test_a_graph_break_is_seen_by_the_compile_check():
     try:
         torch.compile(lambda x: x * 2 + 1, backend="eager", dynamic=False)(torch.ones(3))
         assert graph_breaks() == {}
+        fail_on_graph_breaks()  # nothing to fail
         torch.compile(broken, backend="eager", dynamic=False)(torch.ones(3))
         assert len(graph_breaks()) == 1 and "graph_break()" in next(iter(graph_breaks()))
+        with pytest.raises(pytest.fail.Exception, match="broke its graph"):
+            fail_on_graph_breaks()
     finally:
         torch._dynamo.reset()
         counters.clear()
