@@ -26,8 +26,6 @@ def run_beside(folder):
     return {
         "required": (base + ["--fp8-require-gpu", "--fp8-dry-run"], {"cwd": ROOT}),
         "not required": (base, {"cwd": ROOT}),
-        # a package the runner must have, missing: fails before the GPU is even asked about
-        "package required": (base + ["--fp8-require=pytest,no_such_package_fp8ref", "--fp8-dry-run"], {"cwd": ROOT}),
     }
 
 
@@ -61,12 +59,28 @@ def test_a_compiling_test_cannot_fall_back_to_eager_under_a_compiled_label(fresh
     assert torch._dynamo.config.recompile_limit > 1  # restored
 
 
-def test_a_required_package_that_is_missing_fails_the_run(beside):
+class _Session:
+    """What pytest_sessionstart reads of a session: its options."""
+
+    def __init__(self, **options: object) -> None:
+        self.config = self
+        self.options = {"--fp8-require": [], "--fp8-require-gpu": False, **options}
+
+    def getoption(self, name: str) -> object:
+        return self.options[name]
+
+
+def test_a_required_package_that_is_missing_fails_the_run():
     """A runner without torchao would pass with every Float8Linear check skipped: --fp8-require
-    names what it must have, and a missing one stops the run with exit 1, naming it."""
-    done = beside("package required")
-    assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "--fp8-require: no_such_package_fp8ref: not installed" in done.stdout + done.stderr
+    names what it must have, and a missing one stops the run at its start with exit 1, naming it
+    (the same hook whose exit the GPU guard's run above shows in a real pytest process)."""
+    from tests.plugins.fixtures import pytest_sessionstart
+
+    with pytest.raises(pytest.exit.Exception) as stopped:
+        pytest_sessionstart(_Session(**{"--fp8-require": ["pytest,no_such_package_fp8ref"]}))
+    assert stopped.value.returncode == pytest.ExitCode.TESTS_FAILED
+    assert "--fp8-require: no_such_package_fp8ref: not installed" in str(stopped.value)
+    pytest_sessionstart(_Session(**{"--fp8-require": ["pytest,torch"]}))  # all there
 
 
 def test_required_packages_are_read_from_comma_lists_and_torchao_must_import(monkeypatch):
