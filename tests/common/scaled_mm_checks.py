@@ -10,6 +10,7 @@ apart, so rowwise scales differ per row and per column by large factors.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -104,6 +105,27 @@ def case(
 MAX_AUTOTUNE_TRITON = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON"}
 
 
+def scaled_mm_fn(
+    out_dtype: torch.dtype, fast_accum: bool = False, compiled: bool | dict = False
+) -> Callable[[Case, torch.Tensor | None], torch.Tensor]:
+    """``_scaled_mm`` of a case (and a bias): eager, compiled (``True``), or compiled with these
+    inductor options (a dict, e.g. ``MAX_AUTOTUNE_TRITON``), whole (fullgraph). A compiled one
+    compiles at its first call; later calls run what it compiled."""
+
+    def mm(A, B, sa, sb, bias):
+        return torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype, use_fast_accum=fast_accum)
+
+    fn = mm
+    if compiled is not False:
+        options = compiled if isinstance(compiled, dict) else None
+        fn = torch.compile(mm, dynamic=False, fullgraph=True, options=options)
+
+    def of_case(c: Case, bias: torch.Tensor | None = None) -> torch.Tensor:
+        return fn(c.A, c.B, c.scale_a, c.scale_b, bias)
+
+    return of_case
+
+
 def run(
     c: Case,
     out_dtype: torch.dtype,
@@ -111,17 +133,8 @@ def run(
     fast_accum: bool = False,
     compiled: bool | dict = False,
 ) -> torch.Tensor:
-    """``_scaled_mm`` on the case: eager, compiled (``True``), or compiled with these inductor
-    options (a dict, e.g. ``MAX_AUTOTUNE_TRITON``), whole (fullgraph)."""
-
-    def mm(A, B, sa, sb, bias):
-        return torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype, use_fast_accum=fast_accum)
-
-    if compiled is False:
-        return mm(c.A, c.B, c.scale_a, c.scale_b, bias)
-    options = compiled if isinstance(compiled, dict) else None
-    fn = torch.compile(mm, dynamic=False, fullgraph=True, options=options)
-    return fn(c.A, c.B, c.scale_a, c.scale_b, bias)
+    """``scaled_mm_fn(out_dtype, fast_accum, compiled)`` called once on the case."""
+    return scaled_mm_fn(out_dtype, fast_accum, compiled)(c, bias)
 
 
 def excess(
@@ -272,16 +285,17 @@ def check_compiled(device: str, scaling: str) -> tuple[str | None, str]:
     hows: tuple[tuple[str, bool | dict], ...] = (("compiled", True), ("max-autotune Triton", MAX_AUTOTUNE_TRITON))
     for label, how in hows:
         torch._dynamo.reset()  # (a compile of its own, not the previous one's cache)
+        fn = scaled_mm_fn(torch.bfloat16, compiled=how)
 
-        def compiled_run(how: bool | dict = how) -> torch.Tensor:
-            return run(c, torch.bfloat16, compiled=how)
+        def compiled_run(fn: Callable[[Case, torch.Tensor | None], torch.Tensor] = fn) -> torch.Tensor:
+            return fn(c, None)
 
-        ok, out = attempt(compiled_run, device)
+        ok, out = attempt(compiled_run, device)  # compiles
         if not ok or not isinstance(out, torch.Tensor):
             words.append(f"{label}: {out}")
             continue
         same = "bitwise equal to eager" if torch.equal(out, eager) else "differs from eager"
-        kernels = kernels_of(compiled_run, device)
+        kernels = kernels_of(compiled_run, device)  # what it compiled, run again (not its compilation)
         words.append(f"{label}: {kernels} ({same})")
         problem = excess(c, out, torch.bfloat16)
         if problem:
