@@ -45,8 +45,7 @@ def record_observation(request: pytest.FixtureRequest) -> Callable[[str, object]
 
 @pytest.fixture
 def record_oracle_report(request: pytest.FixtureRequest) -> Callable[[Any], None]:
-    """Keep one comparison of fp8ref with an oracle: a ``definition_check.DefinitionReport`` or any
-    object with its fields (oracle, fmt, inputs, mode, compared, mismatches)."""
+    """Keep one comparison of fp8ref with an oracle: a ``definition_check.DefinitionReport``."""
 
     def record(report: Any) -> None:
         fields = ("oracle", "fmt", "inputs", "mode", "compared", "mismatches")

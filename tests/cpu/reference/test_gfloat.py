@@ -11,7 +11,7 @@ import torch
 
 from fp8ref.harness import gfloat_oracle as gfo
 from fp8ref.harness.cast_inputs import definition_input_classes
-from fp8ref.harness.definition_check import sr_bit_sets
+from fp8ref.harness.definition_check import DefinitionReport, sr_bit_sets
 from fp8ref.reference.codec import decode, decode_table, encode
 from fp8ref.reference.formats import FORMATS, select
 from fp8ref.reference.quantize import quantize
@@ -28,6 +28,11 @@ def _same(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
     return ((got == want) & (torch.signbit(got) == torch.signbit(want))) | (torch.isnan(got) & torch.isnan(want))
 
 
+def _report(fmt: str, inputs: str, mode: str, compared: int, mismatches: int) -> DefinitionReport:
+    """One comparison with gfloat, for the end-of-run section."""
+    return DefinitionReport(f"gfloat {gfo.version()}", fmt, inputs, mode, compared, mismatches, [])
+
+
 def test_every_format_but_ue4m3_has_a_gfloat_format():
     assert [f.name for f in FORMATS.values() if gfo.gfloat_format(f) is None] == ["ue4m3"]
 
@@ -36,14 +41,8 @@ def test_every_format_but_ue4m3_has_a_gfloat_format():
 def test_every_code_decodes_like_gfloat(fmt, record_oracle_report):
     ours, theirs = decode_table(fmt).double(), gfo.decode_all(fmt)
     bad = (~_same(ours, theirs)).nonzero().flatten().tolist()
-    record_oracle_report(_Row(f"gfloat {gfo.version()}", fmt.name, "every code", "decode", fmt.n_codes, len(bad)))
+    record_oracle_report(_report(fmt.name, "every code", "decode", fmt.n_codes, len(bad)))
     assert not bad, ", ".join(f"0x{c:02x}: fp8ref {ours[c].item()!r}, gfloat {theirs[c].item()!r}" for c in bad[:8])
-
-
-class _Row:
-    def __init__(self, oracle, fmt, inputs, mode, compared, mismatches):
-        self.oracle, self.fmt, self.inputs, self.mode = oracle, fmt, inputs, mode
-        self.compared, self.mismatches = compared, mismatches
 
 
 @pytest.mark.exhaustive
@@ -64,7 +63,7 @@ def test_rounding_matches_gfloat(fmt, inputs, record_oracle_report, record_obser
         theirs = gfo.round_values(xs, fmt, rounding=rounding, saturate=saturate, **kw)
         bad = (~_same(ours, theirs)).nonzero().flatten()
         mode = f"{rounding}{' sat' if saturate else ''}"
-        record_oracle_report(_Row(f"gfloat {gfo.version()}", fmt.name, inputs, mode, xs.numel(), bad.numel()))
+        record_oracle_report(_report(fmt.name, inputs, mode, xs.numel(), bad.numel()))
         failures += [
             f"{mode}: {xs[i].item()!r} -> fp8ref {ours[i].item()!r}, gfloat {theirs[i].item()!r}"
             for i in bad[:4].tolist()
@@ -105,9 +104,7 @@ def test_mx_block_scaling_matches_gfloat(element, record_oracle_report):
             compared += 1
             if scale != scales[b].item() or not torch.equal(values[b], theirs):
                 failures.append(f"{name} block {b}: scale fp8ref {scales[b].item()!r}, gfloat {scale!r}")
-    record_oracle_report(
-        _Row(f"gfloat {gfo.version()}", element.name, "MX blocks", "mx floor", compared, len(failures))
-    )
+    record_oracle_report(_report(element.name, "MX blocks", "mx floor", compared, len(failures)))
     assert not failures, "\n".join(failures[:8])
 
 
