@@ -22,6 +22,7 @@ Each input is put in one class, from the format definition alone (via the codec)
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Iterable
 
 import torch
@@ -328,11 +329,7 @@ def merge_reports(reports: list[CastReport], inputs: str | None = None) -> CastR
 
 
 def _added(counts: list[dict[str, int]]) -> dict[str, int]:
-    total: dict[str, int] = {}
-    for c in counts:
-        for k, n in c.items():
-            total[k] = total.get(k, 0) + n
-    return total
+    return dict(sum(map(Counter, counts), Counter()))
 
 
 def summarize_reports(reports: list[CastReport]) -> list[str]:
