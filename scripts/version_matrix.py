@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fp8ref.harness.profile import diff, load  # noqa: E402
+from fp8ref.harness.profile_file import diff, load  # noqa: E402
 from fp8ref.harness.refusals import normalize  # noqa: E402
 
 DEFAULT_TORCH = ["2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
