@@ -22,7 +22,16 @@ from ..reference.codec import encode
 from ..reference.formats import E8M0FNU, FloatFormat
 from .implementations import Implementation
 
-__all__ = ["Deviation", "DEVIATIONS", "explain", "observe", "for_format"]
+__all__ = [
+    "Deviation",
+    "DEVIATIONS",
+    "explain",
+    "observe",
+    "for_format",
+    "MxScaleDeviation",
+    "MX_SCALE_DEVIATIONS",
+    "explain_mx_scales",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,3 +103,56 @@ def observe(impl: Implementation, d: Deviation) -> str:
     if torch.equal(got, d.answer(x)):
         return f"deviates: {d.what.split(':')[0]}"
     return "other: codes " + " ".join(f"0x{int(c):02x}" for c in got)
+
+
+# --- MX block scales ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MxScaleDeviation:
+    """A known deviation of an MX scale computation: for ``mode``, the blocks whose amax lies in
+    ``inputs`` get ``answer`` (E8M0 codes) instead of the definition's scale."""
+
+    key: str
+    mode: str
+    what: str
+    seen: str
+    answer: Callable[[torch.Tensor, FloatFormat], torch.Tensor]  # (float32 amax, element format) -> codes
+
+
+def _rceil_through_float32_log2(amax: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+    # the deviating computation, written out: amax / max and its log2, each rounded to float32
+    e = torch.ceil(torch.log2(amax.float() / torch.tensor(fmt.max, dtype=torch.float32)))
+    return (e.clamp(-127, 127) + 127).to(torch.uint8)
+
+
+TORCHAO_RCEIL_F32_LOG2 = MxScaleDeviation(
+    key="rceil_f32_log2",
+    mode="rceil",
+    what=(
+        "RCEIL of an amax just above max_elem x 2^k (within float32's log2 resolution at k) gives 2^k: "
+        "torchao's eager fallback takes ceil(log2(amax / max)) in float32, whose log2 rounds k + tiny to k; "
+        "by the definition (cuBLAS's cvt.rp to UE8M0 agrees) it is 2^(k+1)"
+    ),
+    seen="torchao 0.18.0 eager on CPU with torch 2.13.0 (float32 blocks; a bfloat16 amax is never that close)",
+    answer=_rceil_through_float32_log2,
+)
+
+MX_SCALE_DEVIATIONS: tuple[MxScaleDeviation, ...] = (TORCHAO_RCEIL_F32_LOG2,)
+
+
+def explain_mx_scales(
+    mode: str, fmt: FloatFormat, amax: torch.Tensor, got: torch.Tensor, bad: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, int]]:
+    """Of the blocks whose E8M0 scale ``got`` differs from the definition (``bad``), those a known
+    MX scale deviation for ``mode`` explains (its exact answer), and how many per deviation."""
+    explained = torch.zeros_like(bad)
+    counts: dict[str, int] = {}
+    for d in MX_SCALE_DEVIATIONS:
+        if d.mode != str(mode) or not bool(bad.any()):
+            continue
+        mine = bad & (got == d.answer(amax, fmt))
+        if int(mine.sum()):
+            explained |= mine
+            counts[d.key] = int(mine.sum())
+    return explained, counts

@@ -290,7 +290,7 @@ def _probe_torchao_narrow(device: str) -> dict:
         device
     )
     for elem in select(mx_element=True, narrow=True):
-        for mode in ("floor", "rceil"):
+        for mode in ("floor", "rceil", "ceil", "even"):
             key = f"torchao.digest.mx.{elem.name}.{mode}"
             out.update(
                 _isolated(
@@ -299,7 +299,7 @@ def _probe_torchao_narrow(device: str) -> dict:
                     device=device,
                 )
             )
-    for mode in ("floor", "rceil"):  # which scale a block holding inf/NaN gets: the spec leaves it open
+    for mode in ("floor", "rceil", "ceil", "even"):  # which scale a block holding inf/NaN gets: the spec leaves it open
         key = f"torchao.mx.{mode}.special_block_scale"
 
         def special_probe(mode=mode, key=key):
@@ -311,6 +311,11 @@ def _probe_torchao_narrow(device: str) -> dict:
             return {key: " ".join(words)}
 
         out.update(_isolated([key], special_probe, device=device))
+    for d in deviations.MX_SCALE_DEVIATIONS:
+        key = f"torchao.mx.{d.mode}.deviation.{d.key}"
+        out.update(_isolated([key], lambda d=d, key=key: {key: _mx_deviation(d, device)}, device=device))
+    key = "torchao.mx.partial_block"  # a row ending inside a block: the reference refuses it
+    out.update(_isolated([key], lambda: {key: _partial_mx_block(device)}, device=device))
     for level in ("single", "two"):
         key = f"torchao.digest.nvfp4.{level}"
 
@@ -320,6 +325,32 @@ def _probe_torchao_narrow(device: str) -> dict:
 
         out.update(_isolated([key], nvfp4_probe, device=device))
     return out
+
+
+def _mx_deviation(d: deviations.MxScaleDeviation, device: str) -> str:
+    """Which scale torchao gives blocks whose amax is one float32 ulp above E4M3's max x 2^k,
+    for k in -7..7: the definition's, the deviation's, or other codes."""
+    from ..reference.quantize import quantize
+    from ..reference.scaling import amax, mx
+    from . import torchao_compat as ao
+
+    ks = torch.arange(-7, 8, dtype=torch.float32)
+    a = torch.nextafter(E4M3FN.max * torch.exp2(ks), torch.tensor(float("inf")))
+    x = torch.zeros(len(ks), 32)
+    x[:, 0] = a
+    got = ao.to_mx(x.to(device), E4M3FN, 32, d.mode)[0].reshape(-1).cpu()
+    if torch.equal(got, quantize(x, E4M3FN, mx(32, d.mode)).scale_e8m0.reshape(-1)):
+        return "definition"
+    if torch.equal(got, d.answer(amax(x, mx(32)).reshape(-1), E4M3FN)):
+        return f"deviates: {d.what.split(':')[0]}"
+    return "other: codes " + " ".join(f"0x{int(c):02x}" for c in got)
+
+
+def _partial_mx_block(device: str) -> str:
+    from . import torchao_compat as ao
+
+    scale, data = ao.to_mx(torch.ones(2, 48, device=device), E4M3FN, 32, "floor")
+    return f"accepted: scales {tuple(scale.shape)}, data {tuple(data.shape)}"
 
 
 def _probe_emulated_mlp() -> dict:

@@ -13,7 +13,12 @@ Formulas (cited; nothing here calls torchao or TransformerEngine):
   dim, an E8M0 (power-of-two) scale ``X`` per block, elements ``x / X`` cast with saturation.
   FLOOR: ``log2(X) = floor(log2(amax)) - emax_elem`` (emax 8 for E4M3, 15 for E5M2).
   RCEIL (cuBLAS / TransformerEngine): ``log2(X) = ceil(log2(amax / max_elem))``, which never lets
-  an element exceed ``max_elem``. Both clamped to E8M0's range [-127, 127].
+  an element exceed ``max_elem``. torchao 0.18's ``ScaleCalculationMode`` adds two more:
+  CEIL ``log2(X) = ceil(log2(amax)) - emax_elem``, and EVEN ``log2(X) = floor(log2(r(amax))) -
+  emax_elem`` where ``r`` rounds amax to the element format's significand width (man_bits
+  fraction bits, ties away from zero), so an amax within half an element ulp of the next power
+  of two takes that power. All clamped to E8M0's range [-127, 127]. Any block size along the
+  last dim (the OCP spec names 32; torchao's emulated path takes any divisor of the row).
 - DeepSeek-V3: activations in 1x128 tiles, weights in 128x128 blocks.
 
 Granularities whose block does not divide the tensor's shape raise a ValueError (no silent
@@ -78,6 +83,8 @@ class MxMode(Choice):
 
     FLOOR = "floor"  # OCP MX v1.0: floor(log2(amax)) - emax of the element format
     RCEIL = "rceil"  # ceil(log2(amax / max)): never saturates (torchao ScaleCalculationMode.RCEIL)
+    CEIL = "ceil"  # ceil(log2(amax)) - emax: never saturates, coarser than RCEIL
+    EVEN = "even"  # floor(log2(amax rounded to the element's significand)) - emax
 
 
 @dataclasses.dataclass(frozen=True)
@@ -178,7 +185,8 @@ def block(k: int = 128) -> Granularity:
 
 
 def mx(block_size: int = 32, mode: MxMode | str = MxMode.FLOOR) -> Granularity:
-    """OCP MX: 1 x block_size along the last dim, E8M0 scales; mode ``floor`` or ``rceil``."""
+    """OCP MX: 1 x block_size along the last dim, E8M0 scales; mode ``floor``, ``rceil``, ``ceil``
+    or ``even`` (module docstring)."""
     # (a string is checked and turned into an MxMode by __post_init__, naming mx_mode)
     return Granularity(Kind.MX, size=block_size, mx_mode=typing.cast(MxMode, mode))
 
@@ -260,6 +268,14 @@ def mx_scale_exponent(amax_: torch.Tensor, fmt: str | FloatFormat, mode: MxMode 
     if mode == MxMode.RCEIL:
         # ceil(log2(amax / max)) exactly: FLOOR's e, plus one if max * 2^e is still below amax
         e = e + (safe > torch.ldexp(torch.full_like(safe, fmt.max), e)).to(e.dtype)
+    elif mode == MxMode.CEIL:
+        # ceil(log2(amax)): FLOOR's e, plus one unless amax is a power of two
+        e = e + (safe > torch.ldexp(torch.ones_like(safe), _floor_log2(safe).to(safe.dtype))).to(e.dtype)
+    elif mode == MxMode.EVEN:
+        # amax rounded to man_bits fraction bits (ties away) reaches the next power of two when its
+        # significand is at least 2 - 2^-(man_bits + 1)
+        p = torch.ldexp(torch.ones_like(safe), _floor_log2(safe).to(safe.dtype))
+        e = e + (safe >= p * (2.0 - 2.0 ** -(fmt.man_bits + 1))).to(e.dtype)
     e = torch.where(pos, e, torch.full_like(e, float(E8M0FNU.emin)))  # amax 0 -> the smallest scale
     e = e.clamp(E8M0FNU.emin, E8M0FNU.emax)
     return torch.where(ok, e, torch.full_like(e, float("nan"))).to(torch.float32)

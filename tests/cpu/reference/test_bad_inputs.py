@@ -62,7 +62,7 @@ ERRORS = {
         ValueError,
         r"recipe: expected one of",
     ),
-    "MX mode": (lambda: mx(32, "ceil"), ValueError, r"mx_mode: expected one of"),
+    "MX mode": (lambda: mx(32, "round"), ValueError, r"mx_mode: expected one of"),
     "rounding mode": (
         lambda: codec.round_to_format(torch.ones(2), "e4m3fn", rounding="up"),
         ValueError,

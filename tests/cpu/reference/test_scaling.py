@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fp8ref.reference.codec import decode
-from fp8ref.reference.formats import E4M3FN, E5M2, E8M0FNU
+from fp8ref.reference.formats import E2M1FN, E4M3FN, E5M2, E8M0FNU
 from fp8ref.reference.quantize import Quantized, dequantize, quantize, quantize_with_scale
 from fp8ref.reference.scaling import (
     EPS,
@@ -147,15 +147,34 @@ def test_shapes_that_do_not_divide_raise(g, shape):
         ("rceil", 224.0, -1),
         ("rceil", 225.0, 0),
         ("rceil", 1.0, -8),
+        # CEIL: ceil(log2 amax) - 8
+        ("ceil", 256.0, 0),
+        ("ceil", 257.0, 1),
+        ("ceil", 448.0, 1),
+        ("ceil", 1.0, -8),
+        # EVEN: amax rounded to 3 fraction bits first; 1.9375 = 2 - 2^-4 is the tie, which goes up
+        ("even", 480.0, 0),  # 1.875 x 2^8 is on the grid
+        ("even", 495.0, 0),  # 1.93359375 x 2^8, just under the tie
+        ("even", 496.0, 1),  # 1.9375 x 2^8: the tie
+        ("even", 1.0, -8),
         # extremes clamp to E8M0's range; amax 0 takes the smallest scale
         ("floor", 0.0, -127),
         ("rceil", 0.0, -127),
+        ("ceil", 0.0, -127),
+        ("even", 0.0, -127),
+        ("ceil", 3e38, 120),
         ("floor", 1e-45, -127),
         ("floor", 3e38, 119),
     ],
 )
 def test_mx_scale_exponent(mode, amax_, e):
     assert mx_scale_exponent(torch.tensor([amax_]), E4M3FN, mode).item() == e
+
+
+def test_mx_even_rounds_amax_to_the_element_formats_significand():
+    # E2M1 keeps 1 fraction bit: 1.75 = 2 - 2^-2 is the tie; E5M2 keeps 2: the tie is 1.875
+    assert mx_scale_exponent(torch.tensor([6.0, 6.99, 7.0]), E2M1FN, "even").tolist() == [0, 0, 1]
+    assert mx_scale_exponent(torch.tensor([2.0**15 * 1.874, 2.0**15 * 1.875]), E5M2, "even").tolist() == [0, 1]
 
 
 def test_mx_e5m2_uses_emax_15():
@@ -236,7 +255,7 @@ def test_bad_arguments_raise_clear_errors():
     with pytest.raises(TypeError, match="scale: expected a tensor or a number"):
         quantize_with_scale(x, "1", E4M3FN)
     with pytest.raises(ValueError, match="mode: expected"):
-        mx_scale_exponent(torch.tensor(1.0), E4M3FN, "ceil")
+        mx_scale_exponent(torch.tensor(1.0), E4M3FN, "round")
     assert isinstance(quantize(x, "e4m3fn"), Quantized)
     assert compute_scale(x, E4M3FN).shape == ()
 
