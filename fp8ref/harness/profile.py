@@ -29,7 +29,7 @@ from ..reference.formats import E2M1FN, E2M3FN, E3M2FN, E4M3FN, E8M0FNU, select
 from ..reference.recipes import TORCHAO_RECIPES
 from . import deviations, install, probes
 from .cast_inputs import all_16bit_inputs, training_tensor_with
-from .conformance import check_cast, float64_rounding
+from .conformance import CastReport, check_cast, float64_rounding
 from .implementations import torch_cast
 from .install import device_kind, versions
 from .profile_file import PROFILE_VERSION
@@ -111,6 +111,48 @@ def _probe_casts(device: str) -> dict:
         key = f"cast.{fmt.name}.f64.rounding"  # once, or through float32 first (a double rounding)
         out.update(
             _isolated([key], lambda impl=impl, fmt=fmt, key=key: {key: float64_rounding(impl, fmt)}, device=device)
+        )
+    return out
+
+
+def _probe_float8_conversions(device: str) -> dict:
+    """Between float8 dtypes (``.to``) and into float8 tensors (``copy_``): the implementation-
+    defined answers (overflow, inf, NaN codes, zero and negatives into E8M0), and in-range
+    mismatches with the definition if any. A copy_ that behaves as the cast reads ``as .to``."""
+    from .float8_conversions import check_float8_to_float8, copy_into, modes_word
+
+    def word(r: CastReport) -> str:
+        return modes_word(r) + (f" in_range_mismatches={r.in_range_mismatches}" if r.in_range_mismatches else "")
+
+    out: dict = {}
+    formats = [f for f in select(has_torch_dtype=True) if probes.torch_dtype_refusal(f) is None]
+    for dst in formats:
+        for src in formats:
+            if src == dst:
+                continue
+            key, copy_key = f"cast.{dst.name}.from_{src.name}", f"cast.{dst.name}.copy_from_{src.name}"
+
+            def pair(src=src, dst=dst, key=key, copy_key=copy_key):
+                to, cp = (word(check_float8_to_float8(src, dst, how, device)) for how in ("to", "copy_"))
+                return {key: to, copy_key: "as .to" if cp == to else cp}
+
+            out.update(_isolated([key, copy_key], pair, device=device))
+        for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+            key = f"cast.{dst.name}.copy_from_{tag}"
+
+            def copied(dst=dst, dtype=dtype, key=key):
+                x = all_16bit_inputs(dtype)
+                impl = torch_cast(dst, device)
+                assert impl is not None
+                to, cp = (word(check_cast(i, x, dst)) for i in (impl, copy_into(dst, device)))
+                return {key: "as .to" if cp == to else cp}
+
+            out.update(_isolated([key], copied, device=device))
+        key = f"cast.{dst.name}.copy_from_f64.rounding"
+        out.update(
+            _isolated(
+                [key], lambda dst=dst, key=key: {key: float64_rounding(copy_into(dst, device), dst)}, device=device
+            )
         )
     return out
 
@@ -408,6 +450,7 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     behaviour: dict = {}
     behaviour.update(_probe_finfo())
     behaviour.update(_probe_casts(device))
+    behaviour.update(_probe_float8_conversions(device))
     behaviour.update(_probe_scaled_mm(device))
     behaviour.update(_probe_special_casts(device))
     if torchao:

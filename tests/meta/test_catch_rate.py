@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from fp8ref.reference.formats import E4M3FN, E5M2
 from tests.meta.test_cast_faults import CAST_FAULTS, cast_fault_caught
+from tests.meta.test_float8_conversion_faults import FAULTS as CONVERSION_FAULTS
+from tests.meta.test_float8_conversion_faults import conversion_fault_caught
 from tests.meta.test_fsdp_faults import FSDP_FAULTS, fsdp_fault_caught
 from tests.meta.test_input_space_faults import INPUT_SPACE_FAULTS
 from tests.meta.test_mx_mode_faults import FAULTS as MX_MODE_FAULTS
@@ -23,6 +25,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"FSDP float8 all-gather: {f}": fsdp_fault_caught(f) for f in FSDP_FAULTS}
     results |= {f"input space: {f}": check() for f, check in INPUT_SPACE_FAULTS.items()}
     results |= {f"MX scale modes: {f}": mx_mode_fault_caught(f) for f in MX_MODE_FAULTS}
+    results |= {f"float8 to float8: {f}": conversion_fault_caught(f) for f in CONVERSION_FAULTS}
     caught = sum(results.values())
     record_observation("tests/meta: injected faults caught", f"{caught} of {len(results)}")
     assert caught == len(results), [k for k, v in results.items() if not v]
