@@ -366,7 +366,25 @@ def _probe_torchao_narrow(device: str) -> dict:
             return {key: _sha(*ao.nvfp4_quantize(x, g))}
 
         out.update(_isolated([key], nvfp4_probe, device=device))
+    key = "torchao.nvfp4.single.division"
+    out.update(_isolated([key], lambda: {key: _nvfp4_division(device)}, device=device))
     return out
+
+
+def _nvfp4_division(device: str) -> str:
+    """A block whose scale is 3.75 (amax 22.5) holding 18.75: x / s = 5 is an E2M1 tie (to 4),
+    x * float32(1 / s) is above it (to 6). Which of fp8ref's two arithmetics torchao follows."""
+    from ..reference import nvfp4
+    from . import torchao_compat as ao
+
+    x = torch.zeros(1, 16)
+    x[0, :3] = torch.tensor([22.5, 18.75, -18.75])
+    scales, codes = ao.nvfp4_quantize(x.to(device), None)
+    for d in nvfp4.Division:
+        q = nvfp4.quantize(x, division=d)
+        if torch.equal(codes.cpu(), q.packed()) and torch.equal(scales.cpu().reshape(-1), q.block_scale.reshape(-1)):
+            return d.value
+    return "other: codes " + " ".join(f"0x{int(c):02x}" for c in codes.reshape(-1)[:2])
 
 
 def _mx_deviation(d: deviations.MxScaleDeviation, device: str) -> str:

@@ -12,6 +12,10 @@ Single level (no per-tensor scale), per block b of 16 along the last dim:
     s_b   = UE4M3(clamp(amax_b / 6, min_scale, 448))        the stored block scale
     q     = E2M1(clamp(x * (1 / s_b), -6, 6))               saturating, RNE (or SR)
     x    ~= value(q) * s_b
+The product with the float32 reciprocal is torchao 0.18's order; torchao 0.17 divides, ``x / s_b``
+in float32 (``division="divide"``). The two differ where ``1 / s_b`` is inexact and ``x / s_b`` is
+an E2M1 tie: 18.75 / 3.75 = 5 exactly rounds to 4, 18.75 * float32(1 / 3.75) is above 5 and
+rounds to 6.
 
 Two level, with a per-tensor scale ``g`` (float32):
     s_b   = UE4M3(clamp((amax_b / 6) / g, min_scale, 448))
@@ -37,7 +41,17 @@ from .codec import Rounding, decode, encode, pack_fp4
 from .formats import E2M1FN, UE4M3
 from .validate import Choice, choice, instance, positive_finite, positive_number, tensor
 
-__all__ = ["BLOCK", "MIN_SCALE", "Level", "Nvfp4Data", "per_tensor_scale", "quantize", "quantize_current", "dequantize"]
+__all__ = [
+    "BLOCK",
+    "MIN_SCALE",
+    "Division",
+    "Level",
+    "Nvfp4Data",
+    "per_tensor_scale",
+    "quantize",
+    "quantize_current",
+    "dequantize",
+]
 
 BLOCK = 16
 MIN_SCALE = 2.0**-6  # E4M3's smallest normal (torch.finfo(float8_e4m3fn).tiny)
@@ -82,6 +96,13 @@ def _blocks(x: torch.Tensor) -> torch.Tensor:
     return x.float().reshape(*x.shape[:-1], x.shape[-1] // BLOCK, BLOCK)
 
 
+class Division(Choice):
+    """How the elements of a single-level block are divided by its scale (module docstring)."""
+
+    RECIPROCAL = "reciprocal"  # x * float32(1 / s_b): torchao 0.18
+    DIVIDE = "divide"  # float32(x / s_b): torchao 0.17
+
+
 def quantize(
     x: torch.Tensor,
     tensor_scale: torch.Tensor | float | None = None,
@@ -89,14 +110,19 @@ def quantize(
     min_scale: float = MIN_SCALE,
     rounding: Rounding | str = Rounding.RNE,
     generator: torch.Generator | None = None,
+    division: Division | str = Division.RECIPROCAL,
 ) -> Nvfp4Data:
     """Quantize ``x`` (float32/bfloat16/float16, last dim a multiple of 16) to NVFP4.
 
     ``tensor_scale``: None for single-level scaling, else the per-tensor decode scale (a 0-d
     tensor or a number; ``per_tensor_scale(amax)`` gives the format's choice). ``rounding``:
     ``rne`` or ``sr`` for the elements (NVFP4 training recipes round gradients stochastically).
+    ``division``: ``reciprocal`` or ``divide``, single level only (module docstring).
     """
     tensor(x, "x", dtypes=(torch.float32, torch.bfloat16, torch.float16))
+    division = choice(division, Division, "division")
+    if division == Division.DIVIDE and tensor_scale is not None:
+        raise ValueError("division: 'divide' is the single-level arithmetic; pass tensor_scale=None")
     positive_number(min_scale, "min_scale")
     rounding = choice(rounding, Rounding, "rounding")
     if tensor_scale is not None:
@@ -115,8 +141,11 @@ def quantize(
         block_decode = block_decode / tensor_scale
     s_codes = encode(block_decode.clamp(min_scale, UE4M3.max), UE4M3)
     s = decode(s_codes, UE4M3)
-    recip = 1.0 / s if tensor_scale is None else (1.0 / tensor_scale) / s
-    y = (xb * recip.unsqueeze(-1)).clamp(-E2M1FN.max, E2M1FN.max)
+    if division == Division.DIVIDE:
+        y = (xb / s.unsqueeze(-1)).clamp(-E2M1FN.max, E2M1FN.max)
+    else:
+        recip = 1.0 / s if tensor_scale is None else (1.0 / tensor_scale) / s
+        y = (xb * recip.unsqueeze(-1)).clamp(-E2M1FN.max, E2M1FN.max)
     y = y.masked_fill(torch.isnan(s).unsqueeze(-1).expand_as(y), 0.0)  # the NaN is in the scale
     codes = encode(y.reshape(x.shape), E2M1FN, saturate=True, rounding=rounding, generator=generator)
     return Nvfp4Data(codes, s_codes, tensor_scale, x.dtype)
@@ -143,9 +172,10 @@ def quantize_current(
     *,
     rounding: Rounding | str = Rounding.RNE,
     generator: torch.Generator | None = None,
+    division: Division | str = Division.RECIPROCAL,
 ) -> Nvfp4Data:
     """Current scaling: two level takes the per-tensor scale from ``x``'s own amax."""
     level = choice(level, Level, "level")
     tensor(x, "x", floating=True)
     g = per_tensor_scale(x.float().abs().amax()) if level == Level.TWO else None
-    return quantize(x, g, rounding=rounding, generator=generator)
+    return quantize(x, g, rounding=rounding, generator=generator, division=division)

@@ -80,9 +80,14 @@ def test_nvfp4_weight_in_f_linear_dequantizes_like_the_reference(record_observat
 
     x, w = _mx_linear_inputs(2)
     wn = NVFP4Tensor.to_nvfp4(w)
-    ours = nvfp4.quantize_current(w, "single").dequantize(torch.float32)
-    assert torch.equal(wn.dequantize(torch.float32), ours)
-    assert torch.equal(F.linear(x, wn), F.linear(x, ours.to(torch.bfloat16)))
+    theirs = wn.dequantize(torch.float32)
+    # the element division's arithmetic differs between torchao releases (fp8ref.reference.nvfp4):
+    # either is accepted here, and which one this install uses is pinned (torchao.nvfp4.single.division)
+    refs = {d.value: nvfp4.quantize_current(w, "single", division=d).dequantize(torch.float32) for d in nvfp4.Division}
+    same = [name for name, ours in refs.items() if torch.equal(theirs, ours)]
+    assert same, {name: int((theirs != ours).sum()) for name, ours in refs.items()}
+    record_observation("torchao NVFP4Tensor single-level division", same[0])
+    assert torch.equal(F.linear(x, wn), F.linear(x, refs[same[0]].to(torch.bfloat16)))
     dyn = NVFP4Tensor.to_nvfp4(w, act_quant_kwargs=QuantizeTensorToNVFP4Kwargs())
     ok, result = attempt(lambda: F.linear(x, dyn))
     record_observation("torchao NVFP4Tensor F.linear with activation quantization on cpu", "runs" if ok else result)

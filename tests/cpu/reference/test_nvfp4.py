@@ -153,3 +153,17 @@ def test_mx_fp4_nan_block_and_static_nan():
         quantize_with_scale(x, 1.0, E2M1FN)
     with pytest.raises(ValueError, match="rounds to nearest only"):
         quantize_with_scale(torch.ones(4), 1.0, "e4m3fn", cast="native", rounding="sr")
+
+
+def test_the_two_single_level_divisions_part_at_an_e2m1_tie():
+    """Scale 3.75 (amax 22.5): 18.75 / 3.75 = 5 exactly, a tie between 4 and 6 that RNE sends to
+    4; 18.75 * float32(1 / 3.75) is just above 5 and goes to 6."""
+    x = torch.zeros(1, 16)
+    x[0, :2] = torch.tensor([22.5, 18.75])
+    divide = nvfp4.quantize(x, division="divide").dequantize(torch.float32)[0, :2].tolist()
+    reciprocal = nvfp4.quantize(x, division="reciprocal").dequantize(torch.float32)[0, :2].tolist()
+    assert divide == [22.5, 15.0] and reciprocal == [22.5, 22.5]
+    with pytest.raises(ValueError, match="division: 'divide' is the single-level"):
+        nvfp4.quantize(x, torch.tensor(1.0), division="divide")
+    with pytest.raises(ValueError, match="division: expected one of"):
+        nvfp4.quantize(x, division="round")

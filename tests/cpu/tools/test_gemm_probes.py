@@ -186,13 +186,13 @@ def test_the_accumulation_bound_on_the_cpu_is_the_float32_one():
 def test_a_change_of_backend_is_one_line_of_the_profile_diff(monkeypatch):
     """scaled_mm.kernels.* records which kernels ran: another backend behind the same call (here a
     float64 stand-in, which runs other ops) changes that key, and only it."""
-    real = scaled_mm_kernels("rowwise")
+    real = scaled_mm_kernels("tensorwise")
     assert "aten::_scaled_mm" in real
     monkeypatch.setattr(torch, "_scaled_mm", _stand_in())
-    other = scaled_mm_kernels("rowwise")
+    other = scaled_mm_kernels("tensorwise")
     assert other != real
 
     def profile(kernels: str) -> dict:
-        return {"fp8ref_profile": 1, "versions": {}, "behaviour": {"scaled_mm.kernels.rowwise": kernels, "x": 1}}
+        return {"fp8ref_profile": 1, "versions": {}, "behaviour": {"scaled_mm.kernels.tensorwise": kernels, "x": 1}}
 
-    assert [d[0] for d in diff(profile(real), profile(other))] == ["scaled_mm.kernels.rowwise"]
+    assert [d[0] for d in diff(profile(real), profile(other))] == ["scaled_mm.kernels.tensorwise"]
