@@ -109,6 +109,33 @@ def layout_mismatches(cast: Callable[[torch.Tensor], torch.Tensor], x: torch.Ten
     return bad
 
 
+def as_matrix(x: torch.Tensor, cols: int = 256) -> torch.Tensor:
+    """A flat input set as a (rows, ``cols``) matrix for ``layouts``, padded at the end with its
+    own first values so every input is in it (rows >= 64 so every layout's view fits)."""
+    x = x.reshape(-1)
+    rows = max(64, -(-x.numel() // cols))
+    pad = rows * cols - x.numel()
+    return torch.cat([x, x.repeat(-(-pad // max(x.numel(), 1)))[:pad]]).reshape(rows, cols)
+
+
+def layout_bit_mismatches(cast: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> list[str]:
+    """The views of ``x`` (``layouts``) whose ``cast`` (a tensor -> a tensor) is not bit for bit
+    the cast of the same values laid out contiguously, on every input: overflow, +-inf and NaN
+    (NaN codes and payloads) included. One line per view: how many elements differ, the first."""
+    bad = []
+    for name, view in layouts(x).items():
+        got, want = cast(view), cast(view.contiguous())
+        if got.shape != want.shape or got.dtype != want.dtype:
+            bad.append(f"{name}: {tuple(got.shape)} {got.dtype}, contiguous {tuple(want.shape)} {want.dtype}")
+            continue
+        gb, wb = (t.contiguous().view(torch.uint8).reshape(*t.shape, -1) for t in (got, want))
+        differ = (gb != wb).any(dim=-1)
+        if bool(differ.any()):
+            i = tuple(int(v) for v in differ.nonzero()[0])
+            bad.append(f"{name}: {int(differ.sum())} elements, first {i}: input {view[i].item()!r}")
+    return bad
+
+
 def same_bits(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
     """Equal values with equal signs (so -0.0 is not 0.0), or both NaN."""
     return ((got == want) & (torch.signbit(got) == torch.signbit(want))) | (torch.isnan(got) & torch.isnan(want))

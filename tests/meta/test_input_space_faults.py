@@ -1,4 +1,5 @@
-"""The input space around a cast: a cast that ignores strides, a decode that loses -0.0 or flushes
+"""The input space around a cast: a cast that ignores strides, a strided cast whose overflow
+differs from the contiguous one's, a decode that loses -0.0 or flushes
 float16 subnormals, a float64 cast that rounds some inputs once and some through float32.
 
 Deliberately broken stand-ins run through the same checks the suite holds torch and torchao to;
@@ -10,12 +11,15 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fp8ref.harness.cast_inputs import all_16bit_inputs
 from fp8ref.harness.conformance import float64_rounding
 from fp8ref.harness.implementations import Implementation
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E5M2
 from tests.common.conformance_checks import (
+    as_matrix,
     decode_mismatches,
+    layout_bit_mismatches,
     layout_mismatches,
 )
 
@@ -32,7 +36,17 @@ def _as_if_contiguous(view: torch.Tensor) -> torch.Tensor:
     return view.as_strided(view.shape, strides, view.storage_offset())
 
 
+def _strided_path_does_not_saturate(v: torch.Tensor) -> torch.Tensor:
+    """A contiguous kernel that saturates overflow beside a strided fallback that does not: every
+    in-range input still casts like the codec."""
+    return encode(v.contiguous(), E4M3FN, saturate=v.is_contiguous())
+
+
 INPUT_SPACE_FAULTS = {
+    "a strided cast that overflows unlike the contiguous one": lambda: (
+        bool(layout_bit_mismatches(_strided_path_does_not_saturate, as_matrix(all_16bit_inputs(torch.bfloat16))))
+        and not layout_mismatches(_strided_path_does_not_saturate, torch.randn(64, 96) * 40, E4M3FN)
+    ),
     "a cast that ignores strides": lambda: bool(
         layout_mismatches(lambda v: encode(_as_if_contiguous(v), E4M3FN), torch.randn(64, 96) * 40, E4M3FN)
     ),
@@ -67,5 +81,7 @@ def test_input_space_fault_is_caught(fault):
 
 
 def test_the_input_space_checks_pass_the_real_thing():
+    x = as_matrix(all_16bit_inputs(torch.bfloat16))
+    assert not layout_bit_mismatches(lambda v: encode(v.contiguous(), E4M3FN, saturate=True), x)
     assert not layout_mismatches(lambda v: encode(v.contiguous(), E4M3FN), torch.randn(64, 96) * 40, E4M3FN)
     assert not decode_mismatches(lambda c: decode(c, E4M3FN).half(), E4M3FN, torch.float16)

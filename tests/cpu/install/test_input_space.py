@@ -10,14 +10,26 @@ import pytest
 import torch
 
 from fp8ref.harness import probes
-from fp8ref.harness.cast_inputs import float64_double_rounding_inputs, training_tensor_with
+from fp8ref.harness.cast_inputs import (
+    all_16bit_inputs,
+    float32_structured_inputs,
+    float64_double_rounding_inputs,
+    training_tensor_with,
+)
 from fp8ref.harness.conformance import float64_rounding
 from fp8ref.harness.implementations import ml_dtypes_cast, torch_cast
 from fp8ref.reference.codec import decode, encode
-from fp8ref.reference.formats import E4M3FN, E5M2, select
+from fp8ref.reference.formats import E4M3FN, E5M2, FloatFormat, select
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import axiswise, tensorwise
-from tests.common.conformance_checks import decode_mismatches, layout_mismatches, layouts, same_bits
+from tests.common.conformance_checks import (
+    as_matrix,
+    decode_mismatches,
+    layout_bit_mismatches,
+    layout_mismatches,
+    layouts,
+    same_bits,
+)
 from tests.common.params import TORCH_FORMATS
 
 TARGETS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -139,3 +151,38 @@ def test_a_nan_or_inf_inside_an_activation_is_cast_as_the_reference_casts_it(spe
     )
     assert bool(same_bits(scale.float().reshape(q.scale.shape), q.scale).all()), (scale, q.scale)
     assert torch.equal(codes.reshape(q.codes.shape), q.codes), (codes, q.codes)
+
+
+# --- layout invariance on the whole input set --------------------------------------------------
+def _every_input(source: torch.dtype, fmt: FloatFormat) -> torch.Tensor:
+    """Every bfloat16/float16 pattern, or float32's structured inputs (specials first): overflow,
+    +-inf, NaN payloads and subnormals included."""
+    if source == torch.float32:
+        parts = float32_structured_inputs(fmt)
+        return torch.cat([parts["specials"], *(v for k, v in parts.items() if k != "specials")])
+    return all_16bit_inputs(source)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("source", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("fmt", TORCH_FORMATS)
+def test_casts_of_views_equal_the_contiguous_cast_on_every_input(fmt, source, skip_unless):
+    """A transposed, sliced, strided, offset or expanded view casts bit for bit as its contiguous
+    copy, on every input: not only values in range (those are held to the codec above) but the
+    implementation-defined answers too, overflow, +-inf and NaN codes."""
+    skip_unless(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
+    x = as_matrix(_every_input(source, fmt))
+    bad = layout_bit_mismatches(lambda v: v.to(fmt.torch_dtype()).view(torch.uint8), x)
+    assert not bad, f"{fmt.name} from {source} views that cast unlike their contiguous copy: {bad}"
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("target", TARGETS, ids=str)
+@pytest.mark.parametrize("fmt", TORCH_FORMATS)
+def test_decodes_of_views_equal_the_contiguous_decode_on_every_code(fmt, target, skip_unless):
+    """Every code (NaN codes and, for E8M0, the extremes that leave float16's range included),
+    decoded from each view, bit for bit as from the contiguous copy."""
+    skip_unless(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
+    codes = as_matrix(torch.arange(256, dtype=torch.int32).to(torch.uint8))
+    bad = layout_bit_mismatches(lambda v: v.view(fmt.torch_dtype()).to(target), codes)
+    assert not bad, f"{fmt.name} -> {target}: views that decode unlike their contiguous copy: {bad}"

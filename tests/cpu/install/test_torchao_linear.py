@@ -121,10 +121,20 @@ def test_float8linear_sqnr_against_high_precision_meets_torchaos_thresholds(reci
 
 
 # --- torch.compile ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "source",
+    [torch.bfloat16, pytest.param(torch.float32, marks=pytest.mark.slow)],
+    ids=str,
+)
 @pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
-def test_compiled_dynamic_cast_matches_eager_bitwise(recipe, fresh_dynamo):
+def test_compiled_dynamic_cast_matches_eager_bitwise(recipe, source, fresh_dynamo):
+    """Scale and codes of torchao's cast compiled whole, against eager and fp8ref, from bfloat16
+    and from float32 sources (a float32 amax and its division take another compiled path), with
+    an overflowing-after-scaling row and a row of zeros among ordinary ones."""
     g, pow2 = (tensorwise(), False) if recipe == "tensorwise" else (axiswise(-1), True)
-    x = torch.randn(64, 128, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16) * 7
+    x = (torch.randn(64, 128, generator=torch.Generator().manual_seed(0)) * 7).to(source)
+    x[3] = 0.0
+    x[5, 7] = 3.0e4
     # torchao's cast alone, whole (fullgraph): fp8ref's wrapper around it would break the graph
     compiled = torch.compile(ao.dynamic_cast_fn(E4M3FN, g, pow2), fullgraph=True, dynamic=False)
     c_codes, c_scale = compiled(x)
