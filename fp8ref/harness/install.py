@@ -139,13 +139,15 @@ def cpu_features() -> str:
 
 
 def versions(device: str = "cpu") -> dict:
-    """What produced a result: Python, torch, torchao, ml_dtypes, CUDA, device kind and name."""
+    """What produced a result: Python, torch, torchao, ml_dtypes, safetensors, CUDA, device kind
+    and name."""
     dev = torch.device(device)
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
         "torchao": package_version("torchao"),
         "ml_dtypes": package_version("ml_dtypes"),
+        "safetensors": package_version("safetensors"),
         "cuda": torch.version.cuda,
         "device": device_kind(device),
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.machine(),

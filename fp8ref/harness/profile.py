@@ -157,6 +157,37 @@ def _probe_float8_conversions(device: str) -> dict:
     return out
 
 
+def _probe_checkpoints(device: str, torchao: bool) -> dict:
+    """Which ways of keeping FP8 state (``keeping.KEEP``) give a float8 tensor of each dtype, and
+    each of torchao's quantized subclasses, back whole: ``ok``, ``lost: <field>`` or the refusal."""
+    from .keeping import KEEP, PLAIN_ONLY, SUBCLASS_ONLY, check_kept, subclass_examples
+
+    def words(t: torch.Tensor, name: str) -> dict:
+        r = check_kept(t)
+        subclass = hasattr(t, "__tensor_flatten__")
+        out = {}
+        for way in KEEP:
+            if (way in SUBCLASS_ONLY and not subclass) or (way in PLAIN_ONLY and subclass):
+                continue
+            lost = [p.split(": ", 1)[1] for p in r.problems if p.startswith(f"{way}: ")]
+            out[f"checkpoint.{name}.{way}"] = r.refused.get(way) or (f"lost: {lost[0]}" if lost else "ok")
+        return out
+
+    out: dict = {}
+    for fmt in select(has_torch_dtype=True):
+        if probes.torch_dtype_refusal(fmt) is None:
+            codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).to(device)
+            out.update(words(codes.view(fmt.torch_dtype()), fmt.name))
+    if torchao and probes.torchao_float8_refusal() is None:
+        ok, examples = attempt(lambda: subclass_examples(device))
+        if not ok or isinstance(examples, str):
+            return out | {"checkpoint.torchao": examples}
+        for name, make in examples.items():
+            keys = [f"checkpoint.torchao.{name}.{w}" for w in KEEP if w not in PLAIN_ONLY]
+            out.update(_isolated(keys, lambda make=make, name=name: words(make(), f"torchao.{name}"), device=device))
+    return out
+
+
 def _probe_scaled_mm(device: str) -> dict:
     """Which _scaled_mm configurations (and FP4 GEMMs through F.scaled_mm) this device accepts
     (``ok`` or the install's refusal);
@@ -469,6 +500,7 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     behaviour.update(_probe_finfo())
     behaviour.update(_probe_casts(device))
     behaviour.update(_probe_float8_conversions(device))
+    behaviour.update(_probe_checkpoints(device, torchao))
     behaviour.update(_probe_scaled_mm(device))
     behaviour.update(_probe_special_casts(device))
     if torchao:

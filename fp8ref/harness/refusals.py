@@ -47,7 +47,7 @@ __all__ = [
 T = TypeVar("T")
 
 # Packages whose code counts as "the install": an error raised from their files is their answer.
-INSTALL_PACKAGES = ("torch", "torchao", "ml_dtypes", "numpy", "triton", "functorch")
+INSTALL_PACKAGES = ("torch", "torchao", "ml_dtypes", "numpy", "triton", "functorch", "safetensors")
 
 # What a native (C/C++) torch function raises when it refuses: c10::Error and friends map to these.
 NATIVE_REFUSALS = (RuntimeError, TypeError, ValueError, IndexError, AttributeError)

@@ -3,8 +3,8 @@
 Each layer is a folder of fp8ref, and a module's layer is the folder it sits in:
 
 fp8ref.reference    torch and the standard library only; imports nothing else of fp8ref
-fp8ref.harness      the reference, torch, the implementations under test and the oracles (torchao, ml_dtypes, gfloat,
-                    numpy); never the application
+fp8ref.harness      the reference, torch, the implementations under test and the oracles (torchao,
+                    safetensors, ml_dtypes, gfloat, numpy); never the application
 fp8ref.finetune, fp8ref.__main__
                     the application: anything (the only layer that may import transformers,
                     datasets, matplotlib or tqdm)
@@ -32,7 +32,7 @@ LAYERS = {"reference": ("reference.",), "harness": ("harness.",), "application":
 PACKAGE_ROOT = "__init__"  # re-exports reference names
 FOLDER_INITS = {"reference", "harness"}  # the layer folders' own (empty) __init__ modules
 
-ORACLES = {"torchao", "ml_dtypes", "gfloat", "numpy"}
+ORACLES = {"torchao", "ml_dtypes", "gfloat", "numpy", "safetensors"}
 APPLICATION_ONLY = {"transformers", "datasets", "matplotlib", "tqdm"}
 # reference exceptions, each with its reason:
 REFERENCE_EXTERNAL_OK = {

@@ -1,0 +1,80 @@
+"""A model converted for float8 training, checkpointed and resumed: it must continue bitwise as
+the uninterrupted run. Shared by tests/cpu/install/test_checkpoints.py and tests/meta (which
+passes a checkpoint that loses something on the way). How single tensors are kept:
+fp8ref.harness.keeping."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+
+import torch
+
+
+# --- resume --------------------------------------------------------------------------------------
+def _batches(n: int, seed: int = 7) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(n):
+        yield torch.randn(32, 64, generator=gen), torch.randn(32, 64, generator=gen)
+
+
+def converted_model(recipe: str, seed: int) -> torch.nn.Module:
+    """A two-layer MLP (float32 master weights) converted for torchao float8 training."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    torch.manual_seed(seed)
+    m = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(), torch.nn.Linear(128, 64))
+    return convert_to_float8_training(m, config=Float8LinearConfig.from_recipe_name(recipe))
+
+
+def _step(model: torch.nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> float:
+    opt.zero_grad(set_to_none=True)
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
+
+
+def _optimizer(model: torch.nn.Module) -> torch.optim.Optimizer:
+    return torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+
+
+def check_resume(
+    recipe: str,
+    steps: int = 6,
+    at: int = 3,
+    save: Callable[[dict], dict] | None = None,
+) -> str | None:
+    """Train ``steps`` steps uninterrupted; and ``at`` steps, checkpoint model and optimizer
+    (``save``: a checkpoint dict -> the dict read back; default torch.save/load through memory),
+    load both into a freshly converted model built from another seed, and train the rest. The
+    losses and the final weights must be bitwise those of the uninterrupted run."""
+    keep = save or saved_and_loaded_dict
+    data = list(_batches(steps))
+    model = converted_model(recipe, seed=0)
+    opt = _optimizer(model)
+    straight = [_step(model, opt, x, y) for x, y in data]
+
+    first = converted_model(recipe, seed=0)
+    opt1 = _optimizer(first)
+    resumed = [_step(first, opt1, x, y) for x, y in data[:at]]
+    ckpt = keep({"model": first.state_dict(), "optim": opt1.state_dict()})
+    fresh = converted_model(recipe, seed=1)
+    opt2 = _optimizer(fresh)
+    fresh.load_state_dict(ckpt["model"])
+    opt2.load_state_dict(ckpt["optim"])
+    resumed += [_step(fresh, opt2, x, y) for x, y in data[at:]]
+    if resumed != straight:
+        i = next(i for i, (a, b) in enumerate(zip(resumed, straight)) if a != b)
+        return f"{recipe}: resumed at step {at}, the loss of step {i} is {resumed[i]!r}, uninterrupted {straight[i]!r}"
+    for (name, p), q in zip(model.state_dict().items(), fresh.state_dict().values()):
+        if not torch.equal(p.view(torch.uint8), q.view(torch.uint8)):
+            return f"{recipe}: resumed at step {at}, final {name} differs in {int((p != q).sum())} elements"
+    return None
+
+
+def saved_and_loaded_dict(ckpt: dict) -> dict:
+    buf = io.BytesIO()
+    torch.save(ckpt, buf)
+    buf.seek(0)
+    return torch.load(buf)

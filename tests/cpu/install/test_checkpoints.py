@@ -1,0 +1,53 @@
+"""FP8 state through checkpoints: float8 tensors of every dtype, torchao's quantized tensor
+subclasses, and a model converted for float8 training resumed from a checkpoint.
+
+Every way of keeping a tensor (fp8ref.harness.keeping: torch.save/load with the default loader,
+copy_ into a tensor of the same kind, __tensor_flatten__/__tensor_unflatten__, load_state_dict,
+safetensors for plain tensors) must give back every field bit for bit. Which ways the install
+refuses is pinned (``checkpoint.<kind>.<way>``); torch.save/load and the flatten round trip, which
+torch.compile and distributed checkpoints rely on, must not be refused."""
+
+import pytest
+import torch
+
+from fp8ref.harness import probes
+from fp8ref.harness.keeping import check_kept, subclass_examples
+from fp8ref.reference.recipes import TORCHAO_RECIPES
+from tests.common.checkpoint_checks import check_resume
+from tests.common.params import TORCH_FORMATS
+
+REQUIRED = ("torch.save/load", "tensor_flatten/unflatten")
+SUBCLASSES = ["mx_e4m3", "mx_e5m2", "mx_fp4", "mx_e4m3_swizzled", "nvfp4_single", "nvfp4_two_level"]
+SUBCLASSES += ["float8_tensorwise", "float8_rowwise"]
+
+
+@pytest.mark.parametrize("fmt", TORCH_FORMATS)
+def test_every_code_of_a_float8_tensor_survives_every_checkpoint_path(fmt, skip_unless, record_observation):
+    skip_unless(probes.torch_dtype_refusal(fmt), f"holds {fmt.name}")
+    t = torch.arange(256, dtype=torch.int32).to(torch.uint8).reshape(16, 16).view(fmt.torch_dtype())
+    r = check_kept(t.t())  # a transposed view: what is saved is the values, in their order
+    for way, why in r.refused.items():
+        record_observation(f"{fmt.name} tensor through {way}", why)
+    assert not r.problems, "\n".join(r.problems)
+    assert not set(REQUIRED) & set(r.refused), r.refused
+
+
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize("kind", SUBCLASSES)
+def test_torchao_subclass_keeps_every_field_through_every_checkpoint_path(kind, record_observation):
+    t = subclass_examples()[kind]()
+    r = check_kept(t)
+    for way, why in r.refused.items():
+        record_observation(f"torchao {kind} through {way}", why)
+    assert not r.problems, "\n".join(r.problems)
+    assert not set(REQUIRED) & set(r.refused), r.refused
+
+
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
+def test_a_converted_model_resumes_bitwise_from_a_checkpoint(recipe, skip_unless):
+    """Model and optimizer state saved after 3 of 6 AdamW steps and loaded into a freshly converted
+    model (other initial weights): losses and final weights as the run that never stopped."""
+    skip_unless(probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear on cpu")
+    problem = check_resume(recipe)
+    assert problem is None, problem
