@@ -8,6 +8,8 @@ from fp8ref.reference.formats import E4M3FN, E5M2
 from tests.meta.test_cast_faults import CAST_FAULTS, cast_fault_caught
 from tests.meta.test_checkpoint_faults import FAULTS as CHECKPOINT_FAULTS
 from tests.meta.test_checkpoint_faults import checkpoint_fault_caught
+from tests.meta.test_conversion_faults import FAULTS as CONVERSION_PARAM_FAULTS
+from tests.meta.test_conversion_faults import conversion_param_fault_caught
 from tests.meta.test_float8_conversion_faults import FAULTS as CONVERSION_FAULTS
 from tests.meta.test_float8_conversion_faults import conversion_fault_caught
 from tests.meta.test_fsdp_faults import FSDP_FAULTS, fsdp_fault_caught
@@ -31,6 +33,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"float8 to float8: {f}": conversion_fault_caught(f) for f in CONVERSION_FAULTS}
     if probes.torchao_float8_refusal() is None:  # these stand-ins are built from torchao's tensors
         results |= {f"checkpoints: {f}": checkpoint_fault_caught(f) for f in CHECKPOINT_FAULTS}
+        results |= {f"conversion: {f}": conversion_param_fault_caught(f) for f in CONVERSION_PARAM_FAULTS}
     caught = sum(results.values())
     record_observation("tests/meta: injected faults caught", f"{caught} of {len(results)}")
     assert caught == len(results), [k for k, v in results.items() if not v]

@@ -1,0 +1,16 @@
+"""``convert_to_float8_training`` and a model's parameters: tied weights, module filters by fully
+qualified name, an optimizer built before conversion (tests/common/conversion_checks.py)."""
+
+import pytest
+
+from fp8ref.harness import probes
+from tests.common.conversion_checks import CHECKS, torchao_convert
+
+pytestmark = pytest.mark.needs("torchao")
+
+
+@pytest.mark.parametrize("check", list(CHECKS))
+def test_conversion_keeps_the_parameters_contract(check, skip_unless):
+    skip_unless(probes.torchao_recipe_refusal("tensorwise"), "torchao's tensorwise Float8Linear on cpu")
+    problem = CHECKS[check](torchao_convert)
+    assert problem is None, problem
