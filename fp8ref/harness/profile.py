@@ -188,6 +188,25 @@ def _probe_checkpoints(device: str, torchao: bool) -> dict:
     return out
 
 
+def _probe_autocast(device: str) -> dict:
+    """Which dtype torchao's Float8Linear quantizes its input from under autocast, and which it
+    returns (``autocast.autocast_answer``), per autocast dtype and recipe."""
+    from .autocast import autocast_answer, torchao_float8_linear
+
+    if probes.torchao_float8_refusal() is not None:
+        return {}
+    out: dict = {}
+    for dtype, tag in ((torch.bfloat16, "bf16"), (torch.float16, "f16")):
+        for recipe in TORCHAO_RECIPES:
+            key = f"torchao.autocast.{device_kind(device).split('-')[0]}.{tag}.{recipe}"
+
+            def probe(recipe=recipe, dtype=dtype, key=key):
+                return {key: autocast_answer(torchao_float8_linear(recipe), recipe, dtype, device)}
+
+            out.update(_isolated([key], probe, device=device))
+    return out
+
+
 def _probe_scaled_mm(device: str) -> dict:
     """Which _scaled_mm configurations (and FP4 GEMMs through F.scaled_mm) this device accepts
     (``ok`` or the install's refusal);
@@ -505,6 +524,7 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     behaviour.update(_probe_special_casts(device))
     if torchao:
         behaviour.update(_probe_torchao(device))
+        behaviour.update(_probe_autocast(device))
     behaviour.update(_probe_emulated_mlp())
     return {
         "fp8ref_profile": PROFILE_VERSION,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from fp8ref.harness import probes
 from fp8ref.reference.formats import E4M3FN, E5M2
+from tests.meta.test_autocast_faults import FAULTS as AUTOCAST_FAULTS
+from tests.meta.test_autocast_faults import autocast_fault_caught
 from tests.meta.test_cast_faults import CAST_FAULTS, cast_fault_caught
 from tests.meta.test_checkpoint_faults import FAULTS as CHECKPOINT_FAULTS
 from tests.meta.test_checkpoint_faults import checkpoint_fault_caught
@@ -31,6 +33,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"input space: {f}": check() for f, check in INPUT_SPACE_FAULTS.items()}
     results |= {f"MX scale modes: {f}": mx_mode_fault_caught(f) for f in MX_MODE_FAULTS}
     results |= {f"float8 to float8: {f}": conversion_fault_caught(f) for f in CONVERSION_FAULTS}
+    results |= {f"autocast: {f}": autocast_fault_caught(f) for f in AUTOCAST_FAULTS}
     if probes.torchao_float8_refusal() is None:  # these stand-ins are built from torchao's tensors
         results |= {f"checkpoints: {f}": checkpoint_fault_caught(f) for f in CHECKPOINT_FAULTS}
         results |= {f"conversion: {f}": conversion_param_fault_caught(f) for f in CONVERSION_PARAM_FAULTS}
