@@ -188,6 +188,32 @@ def _probe_checkpoints(device: str, torchao: bool) -> dict:
     return out
 
 
+def _probe_optimizer_state(device: str) -> dict:
+    """torchao's FP8 optimizer state (``OptimStateFp8``, the state of ``AdamWFp8``): its default
+    block size, and whether storing a float32 tensor in it gives fp8ref's codes and scales."""
+    from ..reference.optim_state import quantize_state
+
+    key = "torchao.optim.fp8_state"
+
+    def probe():
+        from torchao.optim import AdamWFp8
+        from torchao.optim.subclass_fp8 import OptimStateFp8
+
+        gen = torch.Generator().manual_seed(0)
+        x = torch.randn(8, 256, generator=gen) * torch.exp2(torch.randint(-20, 20, (8, 1), generator=gen).float())
+        block = AdamWFp8([torch.nn.Parameter(torch.zeros(1))]).block_size
+        state = OptimStateFp8.zeros(x.shape, block, device)
+        state.copy_(x.to(device))
+        codes, scale = quantize_state(x, block)
+        same = torch.equal(state.codes.view(torch.uint8).cpu(), codes) and torch.equal(state.scale.cpu(), scale)
+        return {
+            key: f"block {block}, scale {str(state.scale.dtype).removeprefix('torch.')}, "
+            + ("codes and scales as the reference" if same else "differs from the reference")
+        }
+
+    return _isolated([key], probe, device=device)
+
+
 def _probe_autocast(device: str) -> dict:
     """Which dtype torchao's Float8Linear quantizes its input from under autocast, and which it
     returns (``autocast.autocast_answer``), per autocast dtype and recipe."""
@@ -525,6 +551,7 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     if torchao:
         behaviour.update(_probe_torchao(device))
         behaviour.update(_probe_autocast(device))
+        behaviour.update(_probe_optimizer_state(device))
     behaviour.update(_probe_emulated_mlp())
     return {
         "fp8ref_profile": PROFILE_VERSION,

@@ -18,6 +18,8 @@ from tests.meta.test_fsdp_faults import FSDP_FAULTS, fsdp_fault_caught
 from tests.meta.test_input_space_faults import INPUT_SPACE_FAULTS
 from tests.meta.test_mx_mode_faults import FAULTS as MX_MODE_FAULTS
 from tests.meta.test_mx_mode_faults import mx_mode_fault_caught
+from tests.meta.test_optimizer_state_faults import FAULTS as STATE_FAULTS
+from tests.meta.test_optimizer_state_faults import state_fault_caught
 from tests.meta.test_scale_faults import SCALE_FAULTS, delayed_fault_caught, recipe_fault_caught, scale_fault_caught
 from tests.meta.test_scaled_mm_faults import MM_FAULTS, scaled_mm_excess
 
@@ -33,6 +35,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"input space: {f}": check() for f, check in INPUT_SPACE_FAULTS.items()}
     results |= {f"MX scale modes: {f}": mx_mode_fault_caught(f) for f in MX_MODE_FAULTS}
     results |= {f"float8 to float8: {f}": conversion_fault_caught(f) for f in CONVERSION_FAULTS}
+    results |= {f"FP8 optimizer state: {f}": state_fault_caught(f) for f in STATE_FAULTS}
     results |= {f"autocast: {f}": autocast_fault_caught(f) for f in AUTOCAST_FAULTS}
     if probes.torchao_float8_refusal() is None:  # these stand-ins are built from torchao's tensors
         results |= {f"checkpoints: {f}": checkpoint_fault_caught(f) for f in CHECKPOINT_FAULTS}
