@@ -1,5 +1,6 @@
 """FSDP2's float8 all-gather: a scale from one rank's shard, a gather not refreshed after the
-optimizer step, bf16 on the wire.
+optimizer step, bf16 on the wire, a cast of the bfloat16 parameter copy under a mixed-precision
+policy, a precomputed scale rounded to float16 (a small weight's scale overflows it).
 
 Deliberately broken stand-ins run through the same checks the suite holds torch and torchao to;
 each must be reported (a fault that passes means a check went blind). ``test_catch_rate.py`` runs
@@ -15,7 +16,12 @@ from tests.common import fsdp_checks
 # --- FSDP2 float8 all-gather, through tests/common/fsdp_checks ------------------------------------------
 # A sharded run as tests/scripts/fsdp_float8.py records it, built here from two steps of weights,
 # with each fault as torchao's FSDP float8 path once had one.
-FSDP_FAULTS = ("scale from the rank's shard", "stale all-gather after the optimizer step", "bf16 on the wire")
+FSDP_FAULTS = (
+    "scale from the rank's shard",
+    "stale all-gather after the optimizer step",
+    "bf16 on the wire",
+    "cast of the bfloat16 parameter copy (mixed precision)",
+)
 
 
 def _fsdp_run(fault: str | None) -> tuple[dict, list]:
@@ -31,6 +37,8 @@ def _fsdp_run(fault: str | None) -> tuple[dict, list]:
                 codes = torch.cat([codes, codes])  # (each rank casts its shard with its own scale)
             if fault == FSDP_FAULTS[2]:
                 codes = source.to(torch.bfloat16).view(torch.uint8).reshape(source.shape[0], -1)
+            if fault == FSDP_FAULTS[3]:  # MixedPrecisionPolicy's bfloat16 copy cast, not the master weight
+                codes, scale = fsdp_checks.reference_cast(source.to(torch.bfloat16).float())
             gathers.append({"codes": codes, "scale": scale, "reused_buffer": s == 1, "dtype": "torch.float8_e4m3fn"})
         shard_scales = [
             fsdp_checks.reference_cast(w[: w.shape[0] // 2] if fault == FSDP_FAULTS[0] else w)[1] for w in weights
@@ -55,3 +63,13 @@ def test_a_precomputed_scale_from_a_shard_is_caught():
     assert not fsdp_checks.precomputed_scale_differences(run, [steps[1], steps[1]])
     broken, _ = _fsdp_run(FSDP_FAULTS[0])
     assert fsdp_checks.precomputed_scale_differences(broken, [steps[1], steps[1]])
+
+
+def test_a_precomputed_scale_through_float16_is_caught():
+    """A small weight (amax below 448 / 65504): its scale overflows float16; one computed or kept
+    in float16 is inf, one through bfloat16 is rounded: either differs from the reference."""
+    small = [torch.randn(8, 4, generator=torch.Generator().manual_seed(1)) * 1e-4]
+    want = fsdp_checks.reference_cast(small[0])[1]
+    for dtype in (torch.float16, torch.bfloat16):
+        run = {"precomputed_scales": [[want.to(dtype).float()]]}
+        assert fsdp_checks.precomputed_scale_differences(run, [small]), dtype

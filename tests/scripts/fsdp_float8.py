@@ -10,6 +10,11 @@ What runs, in one process group of two ranks (torch.multiprocessing, a rendezvou
 - ``fsdp1``: the same model sharded over a one-rank mesh (rank 0 alone);
 - ``fsdp2``: sharded over both ranks; every rank gets the same batch, so the reduce-scatter's mean
   of identical gradients is exact and the run can match the unsharded one bitwise;
+- ``fsdp1_mixed`` / ``fsdp2_mixed``: one rank / both ranks with a MixedPrecisionPolicy
+  (bfloat16 parameters, float32 reduction), the first layer initialised 1e-4 times smaller (its
+  float8 scale above float16's max); the one-rank run is the unsharded model under that policy;
+- ``fsdp2_uneven``: both ranks, a hidden width of 127, so the first weight's dim 0 splits 64 + 63;
+  ``unsharded_uneven`` is that model trained alone;
 - ``fsdp2_float8_only``: both ranks, each Linear without bias, so an FSDP group holds float8
   weights alone (with torch 2.13 + torchao 0.18, gloo refuses that all-gather);
 - ``tp2``: tensor parallel over both ranks, the first Linear ``Float8ColwiseParallel``, the
@@ -34,13 +39,19 @@ import torch.multiprocessing as mp
 D_IN, D_HIDDEN, D_OUT, BATCH, LR = 64, 128, 32, 16, 0.1
 
 
-def build(bias: bool) -> Any:
+def build(bias: bool, hidden: int = D_HIDDEN, small_first: bool = False) -> Any:
+    """The float8 MLP. ``hidden``: an odd width gives the first weight a dim 0 two ranks cannot
+    split evenly. ``small_first``: the first layer initialised 1e-4 times smaller, so its amax is
+    below 448 / 65504 and its scale above float16's max."""
     from torchao.float8 import Float8LinearConfig, convert_to_float8_training
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(
-        torch.nn.Linear(D_IN, D_HIDDEN, bias=bias), torch.nn.ReLU(), torch.nn.Linear(D_HIDDEN, D_OUT, bias=bias)
+        torch.nn.Linear(D_IN, hidden, bias=bias), torch.nn.ReLU(), torch.nn.Linear(hidden, D_OUT, bias=bias)
     )
+    if small_first:
+        with torch.no_grad():
+            model[0].get_parameter("weight").mul_(1e-4)
     # enable_fsdp_float8_all_gather only changes what FSDP gathers; unsharded it is the same model
     config = Float8LinearConfig(enable_fsdp_float8_all_gather=True, emulate=True)
     return convert_to_float8_training(model, config=config)
@@ -108,24 +119,32 @@ def _spy_all_gathers() -> None:
     cls.fsdp_post_all_gather = post_all_gather
 
 
-def sharded_run(name: str, bias: bool, mesh: Any, steps: int, rank: int) -> dict:
-    from torch.distributed.fsdp import fully_shard
+def sharded_run(name: str, bias: bool, mesh: Any, steps: int, rank: int, mixed: bool = False, **shape: Any) -> dict:
+    """``mixed``: FSDP2's MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32). The
+    full float32 master weights before every step are recorded (``weights_before_step``)."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
     from torchao.float8.fsdp_utils import precompute_float8_dynamic_scale_for_fsdp
 
     _GATHERS.clear()
     scales: list = []
+    before: list = []
 
     def after_step(model):
         precompute_float8_dynamic_scale_for_fsdp(model)
         scales.append([lin.weight._local_tensor._precomputed_scale.clone() for lin in linears(model)])
 
+    def before_step(model):
+        before.append([_full(lin.weight) for lin in linears(model)])
+
     try:
-        model = build(bias)
+        model = build(bias, **shape)
+        bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+        policy = bf16 if mixed else MixedPrecisionPolicy()  # (the default: no casts)
         for lin in linears(model):
-            fully_shard(lin, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-        out = train(model, steps, after_step=after_step)
-        out.update(all_gathers=list(_GATHERS), precomputed_scales=scales)
+            fully_shard(lin, mesh=mesh, mp_policy=policy)
+        fully_shard(model, mesh=mesh, mp_policy=policy)
+        out = train(model, steps, after_step=after_step, before_step=before_step)
+        out.update(all_gathers=list(_GATHERS), precomputed_scales=scales, weights_before_step=before)
     except Exception as exc:  # noqa: BLE001 - recorded: the test decides whether it is a refusal
         out = {
             "error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}",
@@ -196,16 +215,47 @@ def worker(rank: int, world: int, rendezvous: str, steps: int, out_dir: str) -> 
     results = {}
     solo = dist.new_group([0])
     if rank == 0:
-        results["fsdp1"] = sharded_run("fsdp1", True, DeviceMesh.from_group(solo, "cpu"), steps, rank)
+        one = DeviceMesh.from_group(solo, "cpu")
+        results["fsdp1"] = sharded_run("fsdp1", True, one, steps, rank)
+        results["fsdp1_mixed"] = sharded_run("fsdp1_mixed", True, one, steps, rank, mixed=True, small_first=True)
     dist.barrier()
     both = DeviceMesh("cpu", list(range(world)))
     results["fsdp2"] = sharded_run("fsdp2", True, both, steps, rank)
+    dist.barrier()
+    results["fsdp2_mixed"] = sharded_run("fsdp2_mixed", True, both, steps, rank, mixed=True, small_first=True)
+
     dist.barrier()
     results["fsdp2_float8_only"] = sharded_run("fsdp2_float8_only", False, both, steps, rank)
     dist.barrier()
     results["tp2"] = tp_run(both)
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.destroy_process_group()
+
+
+def uneven_worker(rank: int, world: int, rendezvous: str, steps: int, out_dir: str) -> None:
+    """``fsdp2_uneven`` in a process group of its own: where the install aborts the process
+    (a collective of mismatched sizes), only this run is lost."""
+    from torch.distributed.device_mesh import DeviceMesh
+
+    torch.set_num_threads(1)
+    _spy_all_gathers()
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
+    both = DeviceMesh("cpu", list(range(world)))
+    result = sharded_run("fsdp2_uneven", True, both, steps, rank, hidden=D_HIDDEN - 1)
+    torch.save(result, os.path.join(out_dir, f"uneven-rank{rank}.pt"))
+    dist.destroy_process_group()
+
+
+def _spawn(fn: Callable, steps: int, out_dir: str, tag: str) -> str | None:
+    """Two ranks of ``fn``; None, or how they ended when a rank did not exit normally."""
+    rendezvous = os.path.join(out_dir, f"rendezvous-{tag}")
+    if os.path.exists(rendezvous):
+        os.unlink(rendezvous)
+    try:
+        mp.spawn(fn, args=(2, rendezvous, steps, out_dir), nprocs=2, join=True)
+    except Exception as exc:  # noqa: BLE001 - a rank killed by the install: recorded, not raised
+        return f"crashed: {type(exc).__name__}: {exc}"
+    return None
 
 
 def main(out: str, steps: int = 3) -> None:
@@ -216,16 +266,21 @@ def main(out: str, steps: int = 3) -> None:
     )
     reference["weights_before_step"] = before
     without_bias = train(build(False), steps)  # what fsdp2_float8_only would match, where it runs
+    uneven = train(build(True, hidden=D_HIDDEN - 1), steps)  # what fsdp2_uneven must match
     out_dir = os.path.dirname(os.path.abspath(out))
-    rendezvous = os.path.join(out_dir, "rendezvous")
-    if os.path.exists(rendezvous):
-        os.unlink(rendezvous)
-    mp.spawn(worker, args=(2, rendezvous, steps, out_dir), nprocs=2, join=True)
+    crashed = _spawn(worker, steps, out_dir, "main")
+    if crashed:
+        raise SystemExit(f"the two-rank runs: {crashed}")
     ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt"), weights_only=False) for r in range(2)]
+    crashed = _spawn(uneven_worker, steps, out_dir, "uneven")
+    for r, rank in enumerate(ranks):
+        path = os.path.join(out_dir, f"uneven-rank{r}.pt")
+        rank["fsdp2_uneven"] = {"error": crashed} if crashed else torch.load(path, weights_only=False)
     torch.save(
         {
             "unsharded": reference,
             "unsharded_without_bias": without_bias,
+            "unsharded_uneven": uneven,
             "tp_reference": tp_reference(),
             "ranks": ranks,
             "steps": steps,
