@@ -8,6 +8,8 @@ Two axes:
 
     python scripts/version_matrix.py                       # the default history (about an hour)
     python scripts/version_matrix.py --torch 2.13.0 2.14.1 --torchao 0.18.0 --keep
+    python scripts/version_matrix.py --torch 2.9.1 2.15.0 --torch-axis-only --build-only --work DIR
+                                                           # CI's oldest and newest installs
 
 Exact versions are installed with every local pip configuration ignored (PIP_CONFIG_FILE set to
 the null device), since a machine's constraints file may cap torch below the release asked for;
@@ -46,6 +48,8 @@ PINNED = [
     "datasets==5.2.0",
     "matplotlib>=3.7",
     "tqdm>=4.60",
+    "safetensors==0.8.0",
+    "gfloat==0.5.2",
 ]
 IMPORT_CHECK = "from torchao.float8 import Float8LinearConfig, convert_to_float8_training"
 
@@ -200,6 +204,11 @@ def main() -> int:
     ap.add_argument("--out", default=str(ROOT / "docs" / "version-matrix.md"))
     ap.add_argument("--json", default=None, help="also write the raw results here")
     ap.add_argument(
+        "--torch-axis-only",
+        action="store_true",
+        help="skip the torchao axis (CI's oldest/newest installs: only the torch releases given)",
+    )
+    ap.add_argument(
         "--build-only",
         action="store_true",
         help="only build the venvs (implies --keep), e.g. ahead of a run on a quiet machine",
@@ -214,7 +223,7 @@ def main() -> int:
     newest_first = list(reversed(args.torchao))
     torch_axis = {tv: measure(work, f"torch{tv}", tv, newest_first, args.keep, args.build_only) for tv in args.torch}
     ao_axis = {}
-    for av in args.torchao:
+    for av in [] if args.torch_axis_only else args.torchao:
         same = torch_axis.get(args.torchao_torch)
         if same is not None and same.get("torchao") == av:
             ao_axis[av] = same  # already measured on the torch axis

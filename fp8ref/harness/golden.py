@@ -7,17 +7,45 @@ comparison of two profiles are ``profile_file``'s, the collection ``profile``'s.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
 from .install import device_kind
-from .profile_file import ProfileError, format_diff, load, save, who
+from .profile_file import ProfileError, diff, format_diff, load, same_value, save, who
 
-__all__ = ["golden_path", "compare_with_golden", "pin_first"]
+__all__ = ["golden_path", "compare_with_golden", "pin_first", "install_label", "named_differences", "NAMED_FILE"]
+
+# beside each golden: the differences other installs are known to show, per install and device kind
+NAMED_FILE = "{kind}-installs.json"
 
 
 def golden_path(golden_dir: str | Path, device: str = "cpu") -> Path:
     return Path(golden_dir) / f"{device_kind(device)}.json"
+
+
+def install_label(profile: dict) -> str:
+    """``torch X, torchao Y`` with torch's local build tag dropped (``2.9.1+cu128`` is 2.9.1):
+    how the named-differences file names an install."""
+    v = profile.get("versions", {})
+    return f"torch {str(v.get('torch')).split('+')[0]}, torchao {v.get('torchao')}"
+
+
+def named_differences(golden_dir: str | Path, now: dict, device: str = "cpu") -> tuple[dict, str] | None:
+    """The differences from the golden this install is known to show (key -> its value here) and
+    why, from ``<golden_dir>/<kind>-installs.json``; None when the file does not name it."""
+    path = Path(golden_dir) / NAMED_FILE.format(kind=device_kind(device))
+    if not path.exists():
+        return None
+    try:
+        entry = json.loads(path.read_text()).get(install_label(now))
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path}: {exc}") from exc
+    if entry is None:
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("differences"), dict) or not entry.get("why"):
+        raise ProfileError(f"{path}: the entry for {install_label(now)} needs 'why' and a 'differences' object")
+    return entry["differences"], entry["why"]
 
 
 def _collect(device: str) -> dict:
@@ -37,6 +65,10 @@ def compare_with_golden(
 ) -> tuple[str, list[str]]:
     """Hold this install's profile (``now``; collected by ``collect``, default
     ``profile.collect``, when not given) against the one pinned for the device kind.
+
+    An install named in ``<golden_dir>/<kind>-installs.json`` (``named_differences``) may differ
+    in exactly the keys named for it, each with the value named: then ``("named", [])``; a named
+    key that no longer differs, or differs otherwise, is a line like any difference.
 
     Returns (status, lines): ``("equal", [])``, ``("differs", one line per key)``,
     ``("missing", [how to pin])``, ``("unreadable", [what is wrong, how to re-pin])`` (a truncated
@@ -63,8 +95,23 @@ def compare_with_golden(
             f"the golden profile {exc}",
             f"restore it from version control, or re-pin on purpose: `{pin}`",
         ]
-    lines = format_diff(pinned, now)
-    return ("differs" if lines else "equal"), lines
+    named = named_differences(golden_dir, now, device)
+    if named is None:
+        lines = format_diff(pinned, now)
+        return ("differs" if lines else "equal"), lines
+    expected, _why = named
+    lines, seen = [], set()
+    for key, old, new in diff(pinned, now):
+        if key in expected and same_value(key, expected[key], new):
+            seen.add(key)
+            continue
+        lines.append(f"{key}: pinned {old!r} ({who(pinned)}) -> now {new!r} ({who(now)})")
+    for key in sorted(set(expected) - seen):
+        lines.append(
+            f"{key}: named as {expected[key]!r} for {install_label(now)}, but now {now['behaviour'].get(key)!r} "
+            f"(pinned {pinned['behaviour'].get(key)!r})"
+        )
+    return ("differs" if lines else ("named" if seen else "equal")), lines
 
 
 def pin_first(

@@ -77,7 +77,7 @@ def train(
     for x, y in batches(steps):
         if before_step is not None:
             before_step(model)
-        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss = torch.nn.functional.mse_loss(model(x).float(), y)  # (a bfloat16 output under mixed precision)
         loss.backward()
         grads = {name: _full(p.grad) for name, p in model.named_parameters()}
         opt.step()

@@ -8,7 +8,7 @@ import pytest
 from fp8ref.__main__ import main
 from fp8ref.harness.golden import compare_with_golden
 from fp8ref.harness.install import device_kind
-from fp8ref.harness.profile_file import TOLERANCES, diff, format_diff, load, save
+from fp8ref.harness.profile_file import TOLERANCES, ProfileError, diff, format_diff, load, save
 from tests.gpu.test_golden_profile import HOW_TO_PIN as GPU_PIN
 
 
@@ -165,3 +165,29 @@ def test_a_first_run_pins_then_collects_again_and_compares(tmp_path, here):
 
     status, lines = pin_first(tmp_path / "again", "cpu", collect=drifting)
     assert status == "differs" and any("finfo.e5m2fnuz.eps" in line for line in lines)
+
+
+def _named(tmp_path, label, differences, why="a known change"):
+    (tmp_path / "cpu-installs.json").write_text(json.dumps({label: {"why": why, "differences": differences}}))
+
+
+def test_an_install_may_differ_in_exactly_its_named_keys(tmp_path):
+    pinned = _p("2.13.0", a="saturate", b=1, c="x")
+    now = _p("2.9.1+cu128", a="nonsaturate", b=1, c="y")
+    save(pinned, tmp_path / "cpu.json")
+    _named(tmp_path, "torch 2.9.1, torchao 0.18.0", {"a": "nonsaturate", "c": "y"})
+    assert compare_with_golden(tmp_path, "cpu", now=now) == ("named", [])
+    # a value other than the named one, an unnamed key, a named key that no longer differs
+    for changed, word in ((dict(a="other"), "a: pinned"), (dict(b=2), "b: pinned"), (dict(c="x"), "c: named as")):
+        status, lines = compare_with_golden(tmp_path, "cpu", now=_p("2.9.1", **{**now["behaviour"], **changed}))
+        assert status == "differs" and any(line.startswith(word) for line in lines), (changed, lines)
+    # another install is held to the golden alone
+    status, lines = compare_with_golden(tmp_path, "cpu", now=_p("2.10.0", **now["behaviour"]))
+    assert status == "differs" and len(lines) == 2
+
+
+def test_a_named_entry_without_a_reason_is_refused(tmp_path):
+    save(_p("2.13.0", a=1), tmp_path / "cpu.json")
+    _named(tmp_path, "torch 2.9.1, torchao 0.18.0", {"a": 2}, why="")
+    with pytest.raises(ProfileError, match="needs 'why'"):
+        compare_with_golden(tmp_path, "cpu", now=_p("2.9.1", a=2))
