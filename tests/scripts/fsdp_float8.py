@@ -14,7 +14,8 @@ What runs, in one process group of two ranks (torch.multiprocessing, a rendezvou
   (bfloat16 parameters, float32 reduction), the first layer initialised 1e-4 times smaller (its
   float8 scale above float16's max); the one-rank run is the unsharded model under that policy;
 - ``fsdp2_uneven``: both ranks, a hidden width of 127, so the first weight's dim 0 splits 64 + 63;
-  ``unsharded_uneven`` is that model trained alone;
+  ``unsharded_uneven`` is that model trained alone. It runs last, after the others are saved: an
+  install may abort the processes there, which is then recorded as its result;
 - ``fsdp2_float8_only``: both ranks, each Linear without bias, so an FSDP group holds float8
   weights alone (with torch 2.13 + torchao 0.18, gloo refuses that all-gather);
 - ``tp2``: tensor parallel over both ranks, the first Linear ``Float8ColwiseParallel``, the
@@ -229,20 +230,11 @@ def worker(rank: int, world: int, rendezvous: str, steps: int, out_dir: str) -> 
     dist.barrier()
     results["tp2"] = tp_run(both)
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
-    dist.destroy_process_group()
-
-
-def uneven_worker(rank: int, world: int, rendezvous: str, steps: int, out_dir: str) -> None:
-    """``fsdp2_uneven`` in a process group of its own: where the install aborts the process
-    (a collective of mismatched sizes), only this run is lost."""
-    from torch.distributed.device_mesh import DeviceMesh
-
-    torch.set_num_threads(1)
-    _spy_all_gathers()
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
-    both = DeviceMesh("cpu", list(range(world)))
-    result = sharded_run("fsdp2_uneven", True, both, steps, rank, hidden=D_HIDDEN - 1)
-    torch.save(result, os.path.join(out_dir, f"uneven-rank{rank}.pt"))
+    # last, with everything else saved: an install may abort the process here (a collective whose
+    # sizes disagree), and then only this run is lost
+    dist.barrier()
+    uneven = sharded_run("fsdp2_uneven", True, both, steps, rank, hidden=D_HIDDEN - 1)
+    torch.save(uneven, os.path.join(out_dir, f"uneven-rank{rank}.pt"))
     dist.destroy_process_group()
 
 
@@ -268,14 +260,17 @@ def main(out: str, steps: int = 3) -> None:
     without_bias = train(build(False), steps)  # what fsdp2_float8_only would match, where it runs
     uneven = train(build(True, hidden=D_HIDDEN - 1), steps)  # what fsdp2_uneven must match
     out_dir = os.path.dirname(os.path.abspath(out))
+    for name in ("rank0.pt", "rank1.pt", "uneven-rank0.pt", "uneven-rank1.pt"):
+        if os.path.exists(os.path.join(out_dir, name)):
+            os.unlink(os.path.join(out_dir, name))
     crashed = _spawn(worker, steps, out_dir, "main")
-    if crashed:
+    paths = [os.path.join(out_dir, f"rank{r}.pt") for r in range(2)]
+    if not all(os.path.exists(p) for p in paths):
         raise SystemExit(f"the two-rank runs: {crashed}")
-    ranks = [torch.load(os.path.join(out_dir, f"rank{r}.pt"), weights_only=False) for r in range(2)]
-    crashed = _spawn(uneven_worker, steps, out_dir, "uneven")
+    ranks = [torch.load(p, weights_only=False) for p in paths]
     for r, rank in enumerate(ranks):
         path = os.path.join(out_dir, f"uneven-rank{r}.pt")
-        rank["fsdp2_uneven"] = {"error": crashed} if crashed else torch.load(path, weights_only=False)
+        rank["fsdp2_uneven"] = torch.load(path, weights_only=False) if not crashed else {"error": crashed}
     torch.save(
         {
             "unsharded": reference,
