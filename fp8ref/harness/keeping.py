@@ -113,7 +113,7 @@ def fields(t: torch.Tensor) -> dict[str, Any]:
 
 def _as_bytes(t: torch.Tensor) -> tuple:
     raw = t.detach().contiguous().cpu().reshape(-1).view(torch.uint8)
-    return (str(t.dtype), tuple(t.shape), tuple(t.stride()), bytes(raw.numpy().tobytes()))
+    return (str(t.dtype), tuple(t.shape), tuple(t.stride()), bytes(raw.tolist()))  # (no numpy needed)
 
 
 def field_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str]:

@@ -193,6 +193,8 @@ def _probe_optimizer_state(device: str) -> dict:
     block size, and whether storing a float32 tensor in it gives fp8ref's codes and scales."""
     from ..reference.optim_state import quantize_state
 
+    if probes.torchao_float8_refusal() is not None:
+        return {}  # (the torchao key says why)
     key = "torchao.optim.fp8_state"
 
     def probe():
