@@ -209,8 +209,9 @@ def test_precomputed_scale_of_a_small_weight_is_the_reference_scale(results, ran
 def test_uneven_shards_match_the_unsharded_model(results, record_observation):
     """A weight of 127 rows over two ranks (64 + 63): FSDP2 pads the shorter shard. Where the
     float8 all-gather of uneven shards does not run on this install, that is recorded and the
-    test skips naming the versions (torch 2.13.0 + torchao 0.18.0 on gloo: the collective's sizes
-    disagree and gloo aborts the process; without float8 all-gather the same model runs)."""
+    test skips naming the versions (torch 2.9.1 + torchao 0.17.0, 2.13.0 and 2.15.0 + torchao 0.18.0
+    on gloo: the collective's sizes disagree and gloo aborts the process; without float8
+    all-gather the same model runs)."""
     versions = f"torch {results['versions']['torch']}, torchao {results['versions']['torchao']}"
     runs = [results["ranks"][r]["fsdp2_uneven"] for r in (0, 1)]
     failed = next((r["error"] for r in runs if "error" in r), None)
