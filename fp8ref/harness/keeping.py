@@ -14,15 +14,18 @@ import dataclasses
 import functools
 import io
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
 from .install import has_package
 from .refusals import attempt
 
+T = TypeVar("T")
+
 __all__ = [
     "KEEP",
+    "ways_for",
     "PLAIN_ONLY",
     "SUBCLASS_ONLY",
     "KeepResult",
@@ -34,8 +37,9 @@ __all__ = [
 ]
 
 
-def saved_and_loaded(t: torch.Tensor) -> torch.Tensor:
-    """``torch.save`` to memory and ``torch.load`` back with the default (weights_only) loader."""
+def saved_and_loaded(t: T) -> T:
+    """``torch.save`` to memory and ``torch.load`` back with the default (weights_only) loader: a
+    tensor, or a whole checkpoint (a dict of state dicts)."""
     buf = io.BytesIO()
     torch.save(t, buf)
     buf.seek(0)
@@ -98,11 +102,20 @@ SUBCLASS_ONLY = ("tensor_flatten/unflatten",)
 PLAIN_ONLY = ("safetensors",)  # safetensors stores plain tensors; a subclass is not its format
 
 
+def ways_for(t: torch.Tensor, keep: dict[str, Callable[[torch.Tensor], torch.Tensor]] | None = None) -> list[str]:
+    """The ways of ``keep`` (default ``KEEP``) that apply to ``t``: flattening only to a
+    subclass, safetensors only to a plain tensor."""
+    subclass = hasattr(t, "__tensor_flatten__")
+    skip = PLAIN_ONLY if subclass else SUBCLASS_ONLY
+    return [way for way in (keep or KEEP) if way not in skip]
+
+
 def fields(t: torch.Tensor) -> dict[str, Any]:
     """Everything that makes up ``t``: for a subclass its inner tensors (as bytes, dtype, shape)
     and its metadata; for a plain tensor its bytes, dtype and shape."""
     if not hasattr(t, "__tensor_flatten__"):
-        return {"type": type(t).__name__, "data": _as_bytes(t)[:2] + _as_bytes(t)[3:]}  # values, not strides
+        dtype, shape, _stride, data = _as_bytes(t)
+        return {"type": type(t).__name__, "data": (dtype, shape, data)}  # values, not strides
     names, ctx = t.__tensor_flatten__()
     out: dict[str, Any] = {"type": type(t).__name__, "shape": tuple(t.shape), "dtype": t.dtype}
     out |= {n: _as_bytes(getattr(t, n)) for n in names}
@@ -128,28 +141,32 @@ def field_differences(before: dict[str, Any], after: dict[str, Any]) -> list[str
 
 @dataclasses.dataclass
 class KeepResult:
-    problems: list[str]  # "<way>: <field>: before -> after"
+    lost: dict[str, list[str]]  # way -> "<field>: before -> after" for each field it did not give back
     refused: dict[str, str]  # way -> the install's refusal
+
+    @property
+    def problems(self) -> list[str]:
+        return [f"{way}: {d}" for way, diffs in self.lost.items() for d in diffs]
 
 
 def check_kept(t: torch.Tensor, keep: dict[str, Callable[[torch.Tensor], torch.Tensor]] | None = None) -> KeepResult:
-    """``t`` through each way of keeping it: every field back, inner tensors bit for bit. A plain
-    tensor has no inner tensors to flatten: that way is not asked of it."""
+    """``t`` through each way of keeping it that applies (``ways_for``): every field back, inner
+    tensors bit for bit."""
+    keep = keep or KEEP
     before = fields(t)
-    res = KeepResult([], {})
-    for way, fn in (keep or KEEP).items():
-        subclass = hasattr(t, "__tensor_flatten__")
-        if (way in SUBCLASS_ONLY and not subclass) or (way in PLAIN_ONLY and subclass):
-            continue
+    res = KeepResult({}, {})
+    for way in ways_for(t, keep):
         if way == "safetensors" and not has_package("safetensors"):
             res.refused[way] = "missing: safetensors is not installed"
             continue
-        ok, got = attempt(functools.partial(fn, t))
+        ok, got = attempt(functools.partial(keep[way], t))
         if not ok:
             res.refused[way] = str(got)
             continue
         assert isinstance(got, torch.Tensor)
-        res.problems += [f"{way}: {d}" for d in field_differences(before, fields(got))]
+        diffs = field_differences(before, fields(got))
+        if diffs:
+            res.lost[way] = diffs
     return res
 
 

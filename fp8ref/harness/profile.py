@@ -160,18 +160,14 @@ def _probe_float8_conversions(device: str) -> dict:
 def _probe_checkpoints(device: str, torchao: bool) -> dict:
     """Which ways of keeping FP8 state (``keeping.KEEP``) give a float8 tensor of each dtype, and
     each of torchao's quantized subclasses, back whole: ``ok``, ``lost: <field>`` or the refusal."""
-    from .keeping import KEEP, PLAIN_ONLY, SUBCLASS_ONLY, check_kept, subclass_examples
+    from .keeping import KEEP, PLAIN_ONLY, check_kept, subclass_examples, ways_for
 
     def words(t: torch.Tensor, name: str) -> dict:
         r = check_kept(t)
-        subclass = hasattr(t, "__tensor_flatten__")
-        out = {}
-        for way in KEEP:
-            if (way in SUBCLASS_ONLY and not subclass) or (way in PLAIN_ONLY and subclass):
-                continue
-            lost = [p.split(": ", 1)[1] for p in r.problems if p.startswith(f"{way}: ")]
-            out[f"checkpoint.{name}.{way}"] = r.refused.get(way) or (f"lost: {lost[0]}" if lost else "ok")
-        return out
+        return {
+            f"checkpoint.{name}.{way}": r.refused.get(way) or (f"lost: {r.lost[way][0]}" if way in r.lost else "ok")
+            for way in ways_for(t)
+        }
 
     out: dict = {}
     for fmt in select(has_torch_dtype=True):

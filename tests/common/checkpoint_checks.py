@@ -5,10 +5,11 @@ fp8ref.harness.keeping."""
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Iterator
 
 import torch
+
+from fp8ref.harness.keeping import check_kept, saved_and_loaded
 
 
 # --- resume --------------------------------------------------------------------------------------
@@ -49,7 +50,7 @@ def check_resume(
     (``save``: a checkpoint dict -> the dict read back; default torch.save/load through memory),
     load both into a freshly converted model built from another seed, and train the rest. The
     losses and the final weights must be bitwise those of the uninterrupted run."""
-    keep = save or saved_and_loaded_dict
+    keep = save or saved_and_loaded
     data = list(_batches(steps))
     model = converted_model(recipe, seed=0)
     opt = _optimizer(model)
@@ -73,8 +74,14 @@ def check_resume(
     return None
 
 
-def saved_and_loaded_dict(ckpt: dict) -> dict:
-    buf = io.BytesIO()
-    torch.save(ckpt, buf)
-    buf.seek(0)
-    return torch.load(buf)
+REQUIRED = ("torch.save/load", "tensor_flatten/unflatten")  # what torch.compile and DCP rely on
+
+
+def assert_kept(t: torch.Tensor, what: str, record_observation: Callable[[str, str], None]) -> None:
+    """``t`` through every way of keeping it (fp8ref.harness.keeping): each refusal recorded, no
+    field lost, and none of ``REQUIRED`` refused."""
+    r = check_kept(t)
+    for way, why in r.refused.items():
+        record_observation(f"{what} through {way}", why)
+    assert not r.problems, "\n".join(r.problems)
+    assert not set(REQUIRED) & set(r.refused), r.refused

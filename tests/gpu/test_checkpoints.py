@@ -5,28 +5,19 @@ import pytest
 import torch
 
 from fp8ref.harness import probes
-from fp8ref.harness.keeping import check_kept, subclass_examples
+from fp8ref.harness.keeping import subclass_examples
+from tests.common.checkpoint_checks import assert_kept
 from tests.common.params import TORCH_FORMATS
-
-REQUIRED = ("torch.save/load", "tensor_flatten/unflatten")
 
 
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
 def test_device_float8_tensor_survives_every_checkpoint_path(fmt, gpu_device, skip_unless, record_observation):
     skip_unless(probes.torch_dtype_refusal(fmt), f"holds {fmt.name}")
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).to(gpu_device)
-    r = check_kept(codes.view(fmt.torch_dtype()))
-    for way, why in r.refused.items():
-        record_observation(f"{fmt.name} tensor on {gpu_device} through {way}", why)
-    assert not r.problems, "\n".join(r.problems)
-    assert not set(REQUIRED) & set(r.refused), r.refused
+    assert_kept(codes.view(fmt.torch_dtype()), f"{fmt.name} tensor on {gpu_device}", record_observation)
 
 
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("kind", ["mx_e4m3", "mx_fp4", "nvfp4_two_level", "float8_tensorwise"])
 def test_device_torchao_subclass_keeps_every_field(kind, gpu_device, record_observation):
-    r = check_kept(subclass_examples(gpu_device)[kind]())
-    for way, why in r.refused.items():
-        record_observation(f"torchao {kind} on {gpu_device} through {way}", why)
-    assert not r.problems, "\n".join(r.problems)
-    assert not set(REQUIRED) & set(r.refused), r.refused
+    assert_kept(subclass_examples(gpu_device)[kind](), f"torchao {kind} on {gpu_device}", record_observation)

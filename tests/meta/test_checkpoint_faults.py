@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fp8ref.harness.keeping import check_kept, saved_and_loaded, subclass_examples
-from tests.common.checkpoint_checks import check_resume, saved_and_loaded_dict
+from tests.common.checkpoint_checks import check_resume
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -27,13 +27,13 @@ def _scales_transposed(t: torch.Tensor) -> torch.Tensor:
 
 
 def _weights_in_bf16(ckpt: dict) -> dict:
-    ckpt = saved_and_loaded_dict(ckpt)
+    ckpt = saved_and_loaded(ckpt)
     ckpt["model"] = {k: v.to(torch.bfloat16).to(v.dtype) for k, v in ckpt["model"].items()}
     return ckpt
 
 
 def _no_optimizer_state(ckpt: dict) -> dict:
-    ckpt = saved_and_loaded_dict(ckpt)
+    ckpt = saved_and_loaded(ckpt)
     ckpt["optim"] = {"state": {}, "param_groups": ckpt["optim"]["param_groups"]}
     return ckpt
 

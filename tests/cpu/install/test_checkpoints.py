@@ -7,41 +7,30 @@ safetensors for plain tensors) must give back every field bit for bit. Which way
 refuses is pinned (``checkpoint.<kind>.<way>``); torch.save/load and the flatten round trip, which
 torch.compile and distributed checkpoints rely on, must not be refused."""
 
-from collections.abc import Callable
-
 import pytest
 import torch
 
 from fp8ref.harness import probes
-from fp8ref.harness.keeping import check_kept, subclass_examples
+from fp8ref.harness.keeping import subclass_examples
 from fp8ref.reference.recipes import TORCHAO_RECIPES
-from tests.common.checkpoint_checks import check_resume
+from tests.common.checkpoint_checks import assert_kept, check_resume
 from tests.common.params import TORCH_FORMATS
 
-REQUIRED = ("torch.save/load", "tensor_flatten/unflatten")
 SUBCLASSES = ["mx_e4m3", "mx_e5m2", "mx_fp4", "mx_e4m3_swizzled", "nvfp4_single", "nvfp4_two_level"]
 SUBCLASSES += ["float8_tensorwise", "float8_rowwise"]
-
-
-def _assert_kept(t: torch.Tensor, what: str, record_observation: Callable[[str, str], None]) -> None:
-    r = check_kept(t)
-    for way, why in r.refused.items():
-        record_observation(f"{what} through {way}", why)
-    assert not r.problems, "\n".join(r.problems)
-    assert not set(REQUIRED) & set(r.refused), r.refused
 
 
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
 def test_every_code_of_a_float8_tensor_survives_every_checkpoint_path(fmt, skip_unless, record_observation):
     skip_unless(probes.torch_dtype_refusal(fmt), f"holds {fmt.name}")
     t = torch.arange(256, dtype=torch.int32).to(torch.uint8).reshape(16, 16).view(fmt.torch_dtype())
-    _assert_kept(t.t(), f"{fmt.name} tensor", record_observation)  # a transposed view: values, in order
+    assert_kept(t.t(), f"{fmt.name} tensor", record_observation)  # a transposed view: values, in order
 
 
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("kind", SUBCLASSES)
 def test_torchao_subclass_keeps_every_field_through_every_checkpoint_path(kind, record_observation):
-    _assert_kept(subclass_examples()[kind](), f"torchao {kind}", record_observation)
+    assert_kept(subclass_examples()[kind](), f"torchao {kind}", record_observation)
 
 
 @pytest.mark.needs("torchao")
