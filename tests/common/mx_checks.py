@@ -12,6 +12,7 @@ checked too. Shared by tests/cpu/install/test_mx_modes.py and tests/meta.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -66,7 +67,8 @@ def boundary_blocks(fmt: FloatFormat, block_size: int, seed: int = 0) -> torch.T
     return body.reshape(n, 2 * block_size)
 
 
-def _as_held(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+def as_held(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+    """Element codes the way torchao's MX data holds them: FP4 two per byte, others one."""
     return pack_fp4(codes) if fmt.bits == 4 else codes
 
 
@@ -110,7 +112,7 @@ def check_mx_mode(to_mx: ToMx, fmt: FloatFormat, mode: str, block_size: int) -> 
         )
     # the elements, under the scale each block was given (the definition's, or an excused one)
     scale_inv = decode(scale, E8M0FNU).to(torch.float32)
-    want_data = _as_held(quantize_with_scale(x, 1.0 / scale_inv, fmt, g).codes, fmt)
+    want_data = as_held(quantize_with_scale(x, 1.0 / scale_inv, fmt, g).codes, fmt)
     data = data.reshape(want_data.shape)
     if not torch.equal(data, want_data):
         i = int((data != want_data).reshape(-1).nonzero()[0])
@@ -121,6 +123,27 @@ def check_mx_mode(to_mx: ToMx, fmt: FloatFormat, mode: str, block_size: int) -> 
             counts,
         )
     return MxModeResult(None, None, counts)
+
+
+def assert_every_block_size(
+    to_mx: ToMx, fmt: FloatFormat, mode: str, what: str, record_observation: Callable[[str, str], None]
+) -> None:
+    """``check_mx_mode`` at every block size of ``BLOCK_SIZES``: refusals and excused deviations
+    recorded (``what`` names the implementation), at least one block size accepted, no problem."""
+    problems, refused, excused = [], [], Counter[str]()
+    for block_size in BLOCK_SIZES:
+        r = check_mx_mode(to_mx, fmt, mode, block_size)
+        if r.refused:
+            refused.append(f"{block_size}: {r.refused}")
+        if r.problem:
+            problems.append(r.problem)
+        excused.update(r.deviations)
+    if refused:
+        record_observation(f"{what} mx {fmt.name} {mode}: refused block sizes", "; ".join(refused))
+    for key, n in excused.items():
+        record_observation(f"{what} mx {fmt.name} {mode}: known deviation {key}", f"{n} boundary blocks")
+    assert len(refused) < len(BLOCK_SIZES), f"{what} refuses every block size in {mode}: {refused[0]}"
+    assert not problems, "\n".join(problems)
 
 
 def partial_block_answer(to_mx: ToMx, fmt: FloatFormat) -> str:

@@ -5,7 +5,7 @@ import pytest
 
 from fp8ref.harness import torchao_compat as ao
 from fp8ref.reference.formats import select
-from tests.common.mx_checks import BLOCK_SIZES, MODES, check_mx_mode
+from tests.common.mx_checks import MODES, assert_every_block_size
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -19,12 +19,4 @@ def test_device_mx_scales_like_the_definition_of_each_mode(fmt, mode, gpu_device
         scale, data = ao.to_mx(x.to(gpu_device), f, block_size, m)
         return scale.cpu(), data.cpu()
 
-    results = {b: check_mx_mode(to_mx, fmt, mode, b) for b in BLOCK_SIZES}
-    refused = {b: r.refused for b, r in results.items() if r.refused}
-    for b, why in refused.items():
-        record_observation(f"torchao mx {fmt.name} {mode} block {b} on {gpu_device}", str(why))
-    excused = sum(n for r in results.values() for n in r.deviations.values())
-    if excused:
-        record_observation(f"torchao mx {fmt.name} {mode} on {gpu_device}: known deviations", f"{excused} blocks")
-    problems = [r.problem for r in results.values() if r.problem]
-    assert not problems, "\n".join(problems)
+    assert_every_block_size(to_mx, fmt, mode, f"torchao on {gpu_device}", record_observation)

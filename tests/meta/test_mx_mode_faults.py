@@ -5,26 +5,21 @@ powers of two, an RCEIL that is FLOOR, a block size that is always 32, each thro
 import pytest
 import torch
 
-from fp8ref.reference.codec import pack_fp4
 from fp8ref.reference.formats import E2M1FN, E4M3FN, FloatFormat
 from fp8ref.reference.quantize import quantize, quantize_with_scale
 from fp8ref.reference.scaling import amax, mx
-from tests.common.mx_checks import check_mx_mode
-
-
-def _held(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
-    return pack_fp4(codes) if fmt.bits == 4 else codes
+from tests.common.mx_checks import as_held, check_mx_mode
 
 
 def right(x, fmt, block_size, mode):
     q = quantize(x, fmt, mx(block_size, mode))
-    return q.scale_e8m0, _held(q.codes, fmt)
+    return q.scale_e8m0, as_held(q.codes, fmt)
 
 
 def _with_exponent(x, fmt, block_size, e):
     g = mx(block_size)
     q = quantize_with_scale(x, torch.exp2(-e), fmt, g)
-    return (e + 127).to(torch.uint8), _held(q.codes, fmt)
+    return (e + 127).to(torch.uint8), as_held(q.codes, fmt)
 
 
 def ceil_bumps_powers_of_two(x, fmt, block_size, mode):

@@ -11,7 +11,7 @@ from fp8ref.harness import torchao_compat as ao
 from fp8ref.reference.formats import select
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import mx
-from tests.common.mx_checks import BLOCK_SIZES, MODES, check_mx_mode, partial_block_answer
+from tests.common.mx_checks import MODES, assert_every_block_size, partial_block_answer
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -21,21 +21,7 @@ MX_FORMATS = [pytest.param(f, id=f.name) for f in select(mx_element=True)]
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", MX_FORMATS)
 def test_every_block_size_scales_like_the_definition_of_its_mode(fmt, mode, record_observation):
-    problems, refused, excused = [], [], {}
-    for block_size in BLOCK_SIZES:
-        r = check_mx_mode(ao.to_mx, fmt, mode, block_size)
-        if r.refused:
-            refused.append(f"{block_size}: {r.refused}")
-        if r.problem:
-            problems.append(r.problem)
-        for key, n in r.deviations.items():
-            excused[key] = excused.get(key, 0) + n
-    if refused:
-        record_observation(f"torchao mx {fmt.name} {mode}: refused block sizes", "; ".join(refused))
-    for key, n in excused.items():
-        record_observation(f"torchao mx {fmt.name} {mode}: known deviation {key}", f"{n} boundary blocks")
-    assert len(refused) < len(BLOCK_SIZES), f"torchao refuses every block size in {mode}: {refused[0]}"
-    assert not problems, "\n".join(problems)
+    assert_every_block_size(ao.to_mx, fmt, mode, "torchao", record_observation)
 
 
 @pytest.mark.parametrize("fmt", MX_FORMATS)

@@ -11,12 +11,13 @@ import pytest
 import torch
 
 from fp8ref.harness import torchao_compat as ao
-from fp8ref.reference.codec import decode, pack_fp4
-from fp8ref.reference.formats import E4M3FN, E5M2, FloatFormat, select
+from fp8ref.reference.codec import decode
+from fp8ref.reference.formats import E4M3FN, E5M2, select
 from fp8ref.reference.quantize import Quantized, quantize
 from fp8ref.reference.recipes import TORCHAO_RECIPES
 from fp8ref.reference.scaling import axiswise, compute_scale, mx, mx_scale_exponent, tensorwise
 from tests.common.conformance_checks import recipe_table_diffs, scale_inputs, scale_mismatch
+from tests.common.mx_checks import as_held
 
 pytestmark = [pytest.mark.needs("torchao")]
 
@@ -95,11 +96,6 @@ def test_recipe_table_matches_fp8ref_recipes():
 MX_FORMATS = [pytest.param(f, id=f.name) for f in select(mx_element=True)]
 
 
-def _as_torchao_holds(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
-    """Element codes the way torchao's MX data holds them: FP4 two per byte, others one."""
-    return pack_fp4(codes) if fmt.bits == 4 else codes
-
-
 def _mx_inputs(dtype=torch.float32):
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(16, 128, generator=gen) * torch.exp2(
@@ -117,7 +113,7 @@ def test_mx_scales_and_elements_are_bitwise_equal(dtype, fmt, mode):
     x = _mx_inputs(dtype)
     scale, data = ao.to_mx(x, fmt, 32, mode)
     q = quantize(x, fmt, mx(32, mode))
-    ours = _as_torchao_holds(q.codes, fmt)
+    ours = as_held(q.codes, fmt)
     assert torch.equal(scale, q.scale_e8m0), "E8M0 scales differ"
     assert torch.equal(data, ours), f"{int((data != ours).sum())} element bytes differ"
 
@@ -128,7 +124,7 @@ def test_a_nan_scale_makes_its_whole_block_nan(fmt):
     NaN"): a block whose E8M0 scale is NaN (0xFF) is NaN in every element, whatever the element
     codes hold. torchao's MX dequantization and fp8ref's, on every element code."""
     codes = (torch.arange(64, dtype=torch.int32) % fmt.n_codes).to(torch.uint8).reshape(2, 32)
-    theirs = ao.mx_dequantize(_as_torchao_holds(codes, fmt), torch.tensor([[0xFF], [0x7F]], dtype=torch.uint8), fmt)
+    theirs = ao.mx_dequantize(as_held(codes, fmt), torch.tensor([[0xFF], [0x7F]], dtype=torch.uint8), fmt)
     assert bool(torch.isnan(theirs[0]).all()), f"torchao dequantizes a NaN-scaled block to {theirs[0, :4].tolist()}"
     q = Quantized(codes, torch.tensor([[float("nan")], [1.0]]), mx(32), fmt, torch.float32)
     assert bool(torch.isnan(q.dequantize()[0]).all())
@@ -199,7 +195,7 @@ def test_mx_all_zero_blocks_and_the_e8m0_extremes(fmt, mode):
         f"E8M0 scales: torchao {scale.flatten().tolist()}, fp8ref {q.scale_e8m0.flatten().tolist()}"
     )
     assert int(q.scale_e8m0[0, 0]) == 0 and int(q.scale_e8m0[1, 0]) == 0
-    ours = _as_torchao_holds(q.codes, fmt)
+    ours = as_held(q.codes, fmt)
     assert torch.equal(data[0], ours[0]) and not bool(data[0].any()), "an all-zero block's elements"
     assert torch.equal(data[2:], ours[2:]), "elements of the large and ordinary blocks"
 
@@ -213,7 +209,7 @@ def test_mx_dequantization_reads_every_scale_code(fmt):
     first = 0x20 if fmt.bits == 8 else 1  # small positive elements (FP8), or all of them
     codes = (torch.arange(32) % (positive - first) + first).to(torch.uint8).repeat(5, 1)
     scale_codes = torch.tensor([[0], [1], [127], [254], [255]], dtype=torch.uint8)
-    theirs = ao.mx_dequantize(_as_torchao_holds(codes, fmt), scale_codes, fmt, 32, torch.float32)
+    theirs = ao.mx_dequantize(as_held(codes, fmt), scale_codes, fmt, 32, torch.float32)
     ours = decode(codes, fmt) * torch.exp2(scale_codes.float() - 127)
     ours[4] = float("nan")
     same = (theirs == ours) | (torch.isnan(theirs) & torch.isnan(ours))
