@@ -18,7 +18,7 @@ import torch
 
 from ..reference.emulate import Fp8Linear
 
-__all__ = ["autocast_answer", "autocast_inputs", "torchao_float8_linear"]
+__all__ = ["autocast_answer", "autocast_inputs"]
 
 
 def autocast_inputs(device: str = "cpu") -> tuple[torch.nn.Linear, torch.Tensor]:
@@ -27,21 +27,6 @@ def autocast_inputs(device: str = "cpu") -> tuple[torch.nn.Linear, torch.Tensor]
     lin = torch.nn.Linear(128, 64, bias=False).to(device)
     x = torch.randn(4, 16, 128, generator=torch.Generator().manual_seed(1)).to(device)
     return lin, x
-
-
-def torchao_float8_linear(recipe: str) -> Callable[[torch.nn.Linear], torch.nn.Module]:
-    """torchao's conversion of a copy of a Linear for ``recipe`` with ``emulate=True`` (FP8 GEMMs
-    as float32 matmuls of the dequantized operands: bitwise comparable with the reference)."""
-
-    def make(lin: torch.nn.Linear) -> torch.nn.Module:
-        import dataclasses
-
-        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-
-        cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=True)
-        return convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)), config=cfg)
-
-    return make
 
 
 def autocast_answer(

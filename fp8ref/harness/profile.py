@@ -215,7 +215,8 @@ def _probe_optimizer_state(device: str) -> dict:
 def _probe_autocast(device: str) -> dict:
     """Which dtype torchao's Float8Linear quantizes its input from under autocast, and which it
     returns (``autocast.autocast_answer``), per autocast dtype and recipe."""
-    from .autocast import autocast_answer, torchao_float8_linear
+    from .autocast import autocast_answer
+    from .torchao_compat import torchao_float8_linear
 
     if probes.torchao_float8_refusal() is not None:
         return {}

@@ -11,6 +11,8 @@ every GEMM operand out contraction-last (``fp8ref.reference.recipes``), where th
 from __future__ import annotations
 
 import contextlib
+import copy
+import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -37,6 +39,7 @@ __all__ = [
     "nvfp4_dequantize",
     "nvfp4_per_tensor_scale",
     "float8_gemm_operands",
+    "torchao_float8_linear",
 ]
 
 # torchao's f32 <-> unpacked FP4/FP6 helpers (``prototype.mx_formats.kernels``) by format name
@@ -54,6 +57,21 @@ def require_torchao(what: str = "this") -> Any:
     import torchao.float8
 
     return torchao
+
+
+def torchao_float8_linear(recipe: str, emulate: bool = True) -> Callable[[torch.nn.Linear], torch.nn.Module]:
+    """torchao's conversion of a copy of a Linear, in a Sequential, for ``recipe``; by default with
+    ``emulate=True`` (FP8 GEMMs as float32 matmuls of the dequantized operands: bitwise comparable
+    with the reference), else through ``torch._scaled_mm``."""
+
+    def make(lin: torch.nn.Linear) -> torch.nn.Module:
+        require_torchao()
+        from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+        cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
+        return convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)), config=cfg)
+
+    return make
 
 
 def _fmt_name(dtype: torch.dtype) -> str:

@@ -8,7 +8,6 @@ modules skip (naming the versions) where the install refuses the recipe. The hel
 from __future__ import annotations
 
 import copy
-import dataclasses
 from typing import Any
 
 import torch
@@ -20,6 +19,7 @@ from fp8ref.harness.gemm_probes import (
     interval_products,
     promotion_interval,
 )
+from fp8ref.harness.torchao_compat import torchao_float8_linear
 from fp8ref.reference.emulate import Fp8Linear
 
 U_BF16 = half_ulp(torch.bfloat16)  # 2^-8, relative
@@ -45,10 +45,7 @@ def device_accumulator(device: str) -> tuple[int, int | None]:
 
 def torchao_convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) -> Any:
     """A copy of ``lin`` in a Sequential, converted by torchao's float8 training for ``recipe``."""
-    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
-
-    cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), emulate=emulate)
-    return convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)), config=cfg)
+    return torchao_float8_linear(recipe, emulate)(lin)
 
 
 def fwd_bwd(module: Any, x: torch.Tensor, g: torch.Tensor) -> dict[str, torch.Tensor | None]:

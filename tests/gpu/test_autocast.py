@@ -6,7 +6,8 @@ may differ from the CPU's; it is recorded, and pinned in the CUDA profile."""
 import pytest
 import torch
 
-from fp8ref.harness.autocast import autocast_answer, torchao_float8_linear
+from fp8ref.harness.autocast import autocast_answer
+from fp8ref.harness.torchao_compat import torchao_float8_linear
 from fp8ref.reference.recipes import TORCHAO_RECIPES
 
 pytestmark = pytest.mark.needs("torchao")

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from fp8ref.harness import probes
-from fp8ref.harness.autocast import autocast_answer, autocast_inputs, torchao_float8_linear
+from fp8ref.harness.autocast import autocast_answer, autocast_inputs
+from fp8ref.harness.torchao_compat import torchao_float8_linear
 from fp8ref.reference.recipes import TORCHAO_RECIPES
 
 pytestmark = pytest.mark.needs("torchao")
