@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .install import device_kind
-from .profile_file import ProfileError, diff, format_diff, load, same_value, save, who
+from .profile_file import ProfileError, diff, diff_line, load, same_value, save, who
 
 __all__ = ["golden_path", "compare_with_golden", "pin_first", "install_label", "named_differences", "NAMED_FILE"]
 
@@ -96,16 +96,13 @@ def compare_with_golden(
             f"restore it from version control, or re-pin on purpose: `{pin}`",
         ]
     named = named_differences(golden_dir, now, device)
-    if named is None:
-        lines = format_diff(pinned, now)
-        return ("differs" if lines else "equal"), lines
-    expected, _why = named
+    expected = named[0] if named is not None else {}
     lines, seen = [], set()
     for key, old, new in diff(pinned, now):
         if key in expected and same_value(key, expected[key], new):
             seen.add(key)
             continue
-        lines.append(f"{key}: pinned {old!r} ({who(pinned)}) -> now {new!r} ({who(now)})")
+        lines.append(diff_line(key, old, new, pinned, now))
     for key in sorted(set(expected) - seen):
         lines.append(
             f"{key}: named as {expected[key]!r} for {install_label(now)}, but now {now['behaviour'].get(key)!r} "

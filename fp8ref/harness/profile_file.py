@@ -12,7 +12,18 @@ from typing import Any
 
 from .atomic import write_text
 
-__all__ = ["PROFILE_VERSION", "TOLERANCES", "ProfileError", "save", "load", "who", "same_value", "diff", "format_diff"]
+__all__ = [
+    "PROFILE_VERSION",
+    "TOLERANCES",
+    "ProfileError",
+    "save",
+    "load",
+    "who",
+    "same_value",
+    "diff",
+    "diff_line",
+    "format_diff",
+]
 
 PROFILE_VERSION = 1
 
@@ -86,6 +97,11 @@ def diff(pinned: dict, now: dict) -> list[tuple[str, object, object]]:
     return [(k, x, y) for k, x, y in rows if not same_value(k, x, y)]
 
 
+def diff_line(key: str, old: object, new: object, pinned: dict, now: dict) -> str:
+    """``key: pinned X (versions) -> now Y (versions)``."""
+    return f"{key}: pinned {old!r} ({who(pinned)}) -> now {new!r} ({who(now)})"
+
+
 def format_diff(pinned: dict, now: dict) -> list[str]:
-    """One line per differing key: ``key: pinned X (versions) -> now Y (versions)``."""
-    return [f"{k}: pinned {va!r} ({who(pinned)}) -> now {vb!r} ({who(now)})" for k, va, vb in diff(pinned, now)]
+    """One line per differing key (``diff_line``)."""
+    return [diff_line(k, va, vb, pinned, now) for k, va, vb in diff(pinned, now)]

@@ -238,18 +238,6 @@ def worker(rank: int, world: int, rendezvous: str, steps: int, out_dir: str) -> 
     dist.destroy_process_group()
 
 
-def _spawn(fn: Callable, steps: int, out_dir: str, tag: str) -> str | None:
-    """Two ranks of ``fn``; None, or how they ended when a rank did not exit normally."""
-    rendezvous = os.path.join(out_dir, f"rendezvous-{tag}")
-    if os.path.exists(rendezvous):
-        os.unlink(rendezvous)
-    try:
-        mp.spawn(fn, args=(2, rendezvous, steps, out_dir), nprocs=2, join=True)
-    except Exception as exc:  # noqa: BLE001 - a rank killed by the install: recorded, not raised
-        return f"crashed: {type(exc).__name__}: {exc}"
-    return None
-
-
 def main(out: str, steps: int = 3) -> None:
     torch.set_num_threads(1)
     before: list = []
@@ -260,10 +248,15 @@ def main(out: str, steps: int = 3) -> None:
     without_bias = train(build(False), steps)  # what fsdp2_float8_only would match, where it runs
     uneven = train(build(True, hidden=D_HIDDEN - 1), steps)  # what fsdp2_uneven must match
     out_dir = os.path.dirname(os.path.abspath(out))
-    for name in ("rank0.pt", "rank1.pt", "uneven-rank0.pt", "uneven-rank1.pt"):
+    rendezvous = os.path.join(out_dir, "rendezvous")
+    for name in ("rendezvous", "rank0.pt", "rank1.pt", "uneven-rank0.pt", "uneven-rank1.pt"):
         if os.path.exists(os.path.join(out_dir, name)):
             os.unlink(os.path.join(out_dir, name))
-    crashed = _spawn(worker, steps, out_dir, "main")
+    crashed = None
+    try:
+        mp.spawn(worker, args=(2, rendezvous, steps, out_dir), nprocs=2, join=True)
+    except Exception as exc:  # noqa: BLE001 - a rank killed by the install: recorded, not raised
+        crashed = f"crashed: {type(exc).__name__}: {exc}"
     paths = [os.path.join(out_dir, f"rank{r}.pt") for r in range(2)]
     if not all(os.path.exists(p) for p in paths):
         raise SystemExit(f"the two-rank runs: {crashed}")
