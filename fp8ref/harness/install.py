@@ -28,6 +28,7 @@ __all__ = [
     "versions_line",
     "device_kind",
     "cpu_features",
+    "cpu_amx",
     "one_thread",
 ]
 
@@ -138,6 +139,21 @@ def cpu_features() -> str:
     return ""
 
 
+def cpu_amx() -> str:
+    """``yes`` when torch itself finds AMX tiles usable here (its cpuinfo, with the kernel's
+    permission), ``no`` when not, ``unknown`` when this torch cannot say. It decides torch's CPU
+    tensorwise ``_scaled_mm``: oneDNN's FP8 matmul with AMX-INT8, a float32 matmul of the decoded
+    operands without (aten/src/ATen/native/Blas.cpp, torch 2.9-2.15). /proc/cpuinfo's flags
+    (``cpu_features``) can name AMX on a machine whose kernel or hypervisor withholds it."""
+    usable = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    if usable is None:
+        return "unknown"
+    try:
+        return "yes" if usable() else "no"
+    except RuntimeError:
+        return "unknown"
+
+
 def versions(device: str = "cpu") -> dict:
     """What produced a result: Python, torch, torchao, ml_dtypes, safetensors, CUDA, device kind
     and name."""
@@ -152,6 +168,7 @@ def versions(device: str = "cpu") -> dict:
         "device": device_kind(device),
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.machine(),
         "cpu_features": cpu_features(),
+        "cpu_amx": cpu_amx(),
     }
 
 

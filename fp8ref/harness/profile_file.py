@@ -15,6 +15,8 @@ from .atomic import write_text
 __all__ = [
     "PROFILE_VERSION",
     "TOLERANCES",
+    "MACHINE_FACTS",
+    "machine_dependent",
     "ProfileError",
     "save",
     "load",
@@ -32,6 +34,13 @@ PROFILE_VERSION = 1
 # tolerance. Measured: the emulated MLP's step-299 loss moved 0.4% between two x86 CPUs with
 # the same torch; a change in torch's matmul, AdamW or autograd semantics moves it by far more.
 TOLERANCES = {"emulated_mlp.loss.": 0.02}
+
+# Keys whose value is a fact of the machine as well as of the install: on CPU profiles, compared
+# only between machines that agree on the ``versions`` field named. Which kernel torch's CPU
+# _scaled_mm runs follows whether torch finds AMX usable (``install.cpu_amx``): two x86 machines
+# with the same /proc/cpuinfo flags were seen to differ there. A refusal or a missing key is
+# compared as ever.
+MACHINE_FACTS = {"scaled_mm.kernels.": "cpu_amx"}
 
 
 def save(profile: dict, path: str | Path) -> None:
@@ -90,11 +99,28 @@ def same_value(key: str, a: Any, b: Any) -> bool:
     return tol is not None and numbers and abs(a - b) <= tol * max(abs(a), abs(b))
 
 
+def machine_dependent(key: str, pinned: dict, now: dict) -> str | None:
+    """The machine fact (``MACHINE_FACTS``) on which two CPU profiles' answers for ``key`` may
+    legitimately differ, as ``field: A -> B``; None when the key is to be compared."""
+    field = next((f for prefix, f in MACHINE_FACTS.items() if key.startswith(prefix)), None)
+    va, vb = pinned.get("versions", {}), now.get("versions", {})
+    if field is None or va.get("device") != "cpu" or vb.get("device") != "cpu":
+        return None
+    fa, fb = va.get(field), vb.get(field)
+    if fa is None or fb is None or fa == fb:
+        return None
+    values = pinned.get("behaviour", {}).get(key), now.get("behaviour", {}).get(key)
+    if not all(isinstance(v, str) and not v.startswith(("refused", "missing")) for v in values):
+        return None
+    return f"{field}: {fa} -> {fb}"
+
+
 def diff(pinned: dict, now: dict) -> list[tuple[str, object, object]]:
-    """(key, pinned value, current value) for every behaviour key that differs."""
+    """(key, pinned value, current value) for every behaviour key that differs; the keys that
+    depend on a machine fact the two profiles disagree on (``machine_dependent``) are left out."""
     a, b = pinned.get("behaviour", {}), now.get("behaviour", {})
     rows = [(k, a.get(k, _MISSING), b.get(k, _MISSING)) for k in sorted(set(a) | set(b))]
-    return [(k, x, y) for k, x, y in rows if not same_value(k, x, y)]
+    return [(k, x, y) for k, x, y in rows if not same_value(k, x, y) and machine_dependent(k, pinned, now) is None]
 
 
 def diff_line(key: str, old: object, new: object, pinned: dict, now: dict) -> str:

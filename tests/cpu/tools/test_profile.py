@@ -191,3 +191,23 @@ def test_a_named_entry_without_a_reason_is_refused(tmp_path):
     _named(tmp_path, "torch 2.9.1, torchao 0.18.0", {"a": 2}, why="")
     with pytest.raises(ProfileError, match="needs 'why'"):
         compare_with_golden(tmp_path, "cpu", now=_p("2.9.1", a=2))
+
+
+def _cpu(amx, kernels):
+    p = _p("2.13.0", **{"scaled_mm.kernels.tensorwise": kernels, "finfo.e4m3fn.max": 448.0})
+    p["versions"].update(device="cpu", cpu_amx=amx)
+    return p
+
+
+def test_the_cpu_kernel_keys_compare_only_between_machines_that_agree_on_amx():
+    """torch's CPU tensorwise _scaled_mm runs oneDNN where torch finds AMX usable and a float32
+    matmul where not: that key is a fact of the machine too, left out of a diff between machines
+    that disagree, compared between machines that agree, and a refusal is compared always."""
+    onednn, emulated = "aten::_scaled_mm", "aten::_scaled_mm > aten::mm"
+    assert diff(_cpu("no", emulated), _cpu("yes", onednn)) == []
+    assert diff(_cpu("yes", emulated), _cpu("yes", onednn)) == [("scaled_mm.kernels.tensorwise", emulated, onednn)]
+    refused = "refused: RuntimeError: no"
+    assert diff(_cpu("no", emulated), _cpu("yes", refused)) == [("scaled_mm.kernels.tensorwise", emulated, refused)]
+    older = _cpu("yes", onednn)
+    del older["versions"]["cpu_amx"]  # a profile from before the field: compared as ever
+    assert len(diff(_cpu("no", emulated), older)) == 1
