@@ -46,7 +46,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--fp8-update-golden",
         action="store_true",
         default=False,
-        help="re-pin tests/golden/<device kind>.json from this install (on purpose; say why in the commit)",
+        help="re-pin tests/golden/<device kind>.json (or --fp8-golden PATH) from this install "
+        "(on purpose; say why in the commit)",
+    )
+    group.addoption(
+        "--fp8-golden",
+        default=None,
+        metavar="PATH",
+        help="hold this install to the golden profile at PATH, one you own (a .json file, or a folder of "
+        "<device kind>.json files), instead of fp8ref's tests/golden; with --fp8-update-golden, pin it there "
+        "(whole or not at all). NAME-installs.json beside NAME.json names the differences accepted, with why",
+    )
+    group.addoption(
+        "--fp8-report",
+        default=None,
+        metavar="PATH",
+        help="write the upgrade report to PATH at the end of the run: the golden's differences grouped by "
+        "family with their meaning, consequence and severity, then the end-of-run sections "
+        "(Markdown; JSON when PATH ends in .json)",
     )
     group.addoption(
         "--fp8-no-speed-asserts",

@@ -1,4 +1,4 @@
-"""Command line: ``python -m fp8ref {formats,profile,diff,finetune,bench}``.
+"""Command line: ``python -m fp8ref {formats,profile,diff,accept,finetune,bench}``.
 
 Building the parser imports no training code; each command imports what it needs when it runs.
 """
@@ -57,14 +57,31 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_diff(args: argparse.Namespace) -> int:
-    from .harness.profile_file import ProfileError, diff, load, who
+def _load_two(args: argparse.Namespace) -> tuple[dict, dict]:
+    from .harness.profile_file import ProfileError, load
 
     try:
-        a, b = load(args.a), load(args.b)
+        return load(args.a), load(args.b)
     except ProfileError as exc:
         raise UsageError(str(exc)) from exc
+
+
+def _cmd_diff(args: argparse.Namespace) -> int:
+    from .harness.profile_file import ProfileError, diff, named_beside, read_named, who
+
+    a, b = _load_two(args)
     rows = diff(a, b)
+    if args.format != "text":
+        from .harness import upgrade_report
+
+        try:  # the differences accepted for B's install beside A (A-installs.json), if any
+            accepted = read_named(named_beside(args.a), b)
+        except ProfileError as exc:
+            raise UsageError(str(exc)) from exc
+        report = upgrade_report.build(a, b, a_name=args.a, b_name=args.b, accepted=accepted)
+        render = upgrade_report.render_json if args.format == "json" else upgrade_report.render_markdown
+        sys.stdout.write(render(report))
+        return 1 if rows else 0
     print(f"A: {args.a} ({who(a)}, {a['versions'].get('device')})")
     print(f"B: {args.b} ({who(b)}, {b['versions'].get('device')})")
     if not rows:
@@ -76,6 +93,33 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         print(f"{k.ljust(width)}  {x!r} -> {y!r}")
     print(f"{len(rows)} of {len(set(a['behaviour']) | set(b['behaviour']))} keys differ")
     return 1
+
+
+def _cmd_accept(args: argparse.Namespace) -> int:
+    """Name B's differences from the golden A, with why, in A-installs.json (whole or not at all)."""
+    from .harness.atomic import write_text
+    from .harness.profile_file import diff, install_label, named_beside
+
+    why = " ".join(args.why.split())
+    if not why:
+        raise UsageError("--why: expected the reason these differences are accepted, got nothing")
+    a, b = _load_two(args)
+    rows = diff(a, b)
+    path = named_beside(args.a)
+    try:
+        named = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: {exc}") from exc
+    if not isinstance(named, dict):
+        raise UsageError(f"{path}: expected a JSON object of installs, got {type(named).__name__}")
+    label = install_label(b)
+    if not rows:
+        print(f"{args.b} ({label}) does not differ from {args.a}: nothing to accept")
+        return 0
+    named[label] = {"why": why, "differences": {k: new for k, _, new in rows}}
+    write_text(path, json.dumps(named, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {path}: {len(rows)} differences accepted for {label}")
+    return 0
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -211,10 +255,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-torchao", action="store_true", help="skip the torchao probes")
     p.set_defaults(func=_cmd_profile)
 
-    p = sub.add_parser("diff", help="compare two profiles: one line per differing key; exit 1 if any")
+    p = sub.add_parser("diff", help="compare two profiles: one line per differing key, or a report; exit 1 if any")
     p.add_argument("a", help="profile JSON (e.g. the golden)")
     p.add_argument("b", help="profile JSON (e.g. this install)")
+    p.add_argument(
+        "--format",
+        choices=["text", "markdown", "json"],
+        default="text",
+        help="text: one line per key (default); markdown: the upgrade report, grouped by family with each "
+        "key's meaning, consequence for training and severity (a pull-request comment as it is); json: the same "
+        "report as data. Differences accepted in A-installs.json beside A are marked with their reason",
+    )
     p.set_defaults(func=_cmd_diff)
+
+    p = sub.add_parser(
+        "accept", help="accept B's differences from the golden A on purpose: write them, with why, to A-installs.json"
+    )
+    p.add_argument("a", help="the golden profile JSON (NAME.json; writes NAME-installs.json beside it)")
+    p.add_argument("b", help="the profile of the install whose differences are accepted")
+    p.add_argument("--why", required=True, help="why these differences are acceptable (kept with them)")
+    p.set_defaults(func=_cmd_accept)
 
     p = sub.add_parser("finetune", help="train one causal LM in bf16 and in FP8; speedup, loss gap, JSON + PNG")
     from .finetune.presets import PRESETS

@@ -1,5 +1,7 @@
 """The golden profiles: this install's behaviour profile held against the one pinned for its
-device kind (``<golden_dir>/<device kind>.json``, e.g. ``cpu.json``, ``cuda-sm90.json``).
+device kind. A golden is named by a folder (``<folder>/<device kind>.json``, e.g. fp8ref's own
+``tests/golden/cpu.json``, ``cuda-sm90.json``) or by a file a user owns (``ci/fp8-stack.json``);
+beside either, ``<name>-installs.json`` names the differences accepted per install, with why.
 
 Re-pinning is a deliberate act (``update=True``), never automatic; the file format and the
 comparison of two profiles are ``profile_file``'s, the collection ``profile``'s.
@@ -7,45 +9,51 @@ comparison of two profiles are ``profile_file``'s, the collection ``profile``'s.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from .install import device_kind
-from .profile_file import ProfileError, diff, diff_line, load, same_value, save, who
+from .profile_file import (
+    NAMED_SUFFIX,
+    ProfileError,
+    diff,
+    diff_line,
+    install_label,
+    load,
+    named_beside,
+    read_named,
+    same_value,
+    save,
+    who,
+)
 
-__all__ = ["golden_path", "compare_with_golden", "pin_first", "install_label", "named_differences", "NAMED_FILE"]
-
-# beside each golden: the differences other installs are known to show, per install and device kind
-NAMED_FILE = "{kind}-installs.json"
-
-
-def golden_path(golden_dir: str | Path, device: str = "cpu") -> Path:
-    return Path(golden_dir) / f"{device_kind(device)}.json"
-
-
-def install_label(profile: dict) -> str:
-    """``torch X, torchao Y`` with torch's local build tag dropped (``2.9.1+cu128`` is 2.9.1):
-    how the named-differences file names an install."""
-    v = profile.get("versions", {})
-    return f"torch {str(v.get('torch')).split('+')[0]}, torchao {v.get('torchao')}"
+__all__ = [
+    "golden_path",
+    "named_beside",
+    "compare_with_golden",
+    "pin_first",
+    "install_label",
+    "named_differences",
+    "NAMED_SUFFIX",
+]
 
 
-def named_differences(golden_dir: str | Path, now: dict, device: str = "cpu") -> tuple[dict, str] | None:
+def golden_path(golden: str | Path, device: str = "cpu") -> Path:
+    """The golden file for ``device``: ``golden`` itself when it names a ``.json`` file, else
+    ``<golden>/<device kind>.json`` (a folder of goldens, one per device kind)."""
+    path = Path(golden)
+    if path.suffix == ".json" and not path.is_dir():
+        if path.name.endswith(NAMED_SUFFIX):
+            raise ValueError(f"golden: {path} is a file of named differences, not a golden profile")
+        return path
+    return path / f"{device_kind(device)}.json"
+
+
+def named_differences(golden: str | Path, now: dict, device: str = "cpu") -> tuple[dict, str] | None:
     """The differences from the golden this install is known to show (key -> its value here) and
-    why, from ``<golden_dir>/<kind>-installs.json``; None when the file does not name it."""
-    path = Path(golden_dir) / NAMED_FILE.format(kind=device_kind(device))
-    if not path.exists():
-        return None
-    try:
-        entry = json.loads(path.read_text()).get(install_label(now))
-    except (OSError, ValueError) as exc:
-        raise ProfileError(f"{path}: {exc}") from exc
-    if entry is None:
-        return None
-    if not isinstance(entry, dict) or not isinstance(entry.get("differences"), dict) or not entry.get("why"):
-        raise ProfileError(f"{path}: the entry for {install_label(now)} needs 'why' and a 'differences' object")
-    return entry["differences"], entry["why"]
+    why, from the ``-installs.json`` file beside the golden (``profile_file.named_beside``); None when the file
+    does not name this install."""
+    return read_named(named_beside(golden_path(golden, device)), now)
 
 
 def _collect(device: str) -> dict:
@@ -55,7 +63,7 @@ def _collect(device: str) -> dict:
 
 
 def compare_with_golden(
-    golden_dir: str | Path,
+    golden: str | Path,
     device: str = "cpu",
     update: bool = False,
     now: dict | None = None,
@@ -64,9 +72,10 @@ def compare_with_golden(
     collect: Callable[[str], dict] | None = None,
 ) -> tuple[str, list[str]]:
     """Hold this install's profile (``now``; collected by ``collect``, default
-    ``profile.collect``, when not given) against the one pinned for the device kind.
+    ``profile.collect``, when not given) against the golden ``golden`` (a folder or a file:
+    ``golden_path``) pins for the device kind.
 
-    An install named in ``<golden_dir>/<kind>-installs.json`` (``named_differences``) may differ
+    An install named in the ``-installs.json`` file beside the golden (``named_differences``) may differ
     in exactly the keys named for it, each with the value named: then ``("named", [])``; a named
     key that no longer differs, or differs otherwise, is a line like any difference.
 
@@ -75,7 +84,7 @@ def compare_with_golden(
     or corrupted golden) or, with ``update``, ``("updated", [what was written])``. ``how_to_pin``:
     the command the caller's users re-pin with (default: ``python -m fp8ref profile``).
     """
-    path = golden_path(golden_dir, device)
+    path = golden_path(golden, device)
     pin = how_to_pin or f"python -m fp8ref profile --device {device} --out {path}"
     if not update and not path.exists():  # checked first: collecting takes tens of seconds on a GPU
         return "missing", [
@@ -95,7 +104,7 @@ def compare_with_golden(
             f"the golden profile {exc}",
             f"restore it from version control, or re-pin on purpose: `{pin}`",
         ]
-    named = named_differences(golden_dir, now, device)
+    named = named_differences(golden, now, device)
     expected = named[0] if named is not None else {}
     lines, seen = [], set()
     for key, old, new in diff(pinned, now):

@@ -25,6 +25,10 @@ __all__ = [
     "diff",
     "diff_line",
     "format_diff",
+    "NAMED_SUFFIX",
+    "named_beside",
+    "install_label",
+    "read_named",
 ]
 
 PROFILE_VERSION = 1
@@ -126,6 +130,45 @@ def diff(pinned: dict, now: dict) -> list[tuple[str, object, object]]:
 def diff_line(key: str, old: object, new: object, pinned: dict, now: dict) -> str:
     """``key: pinned X (versions) -> now Y (versions)``."""
     return f"{key}: pinned {old!r} ({who(pinned)}) -> now {new!r} ({who(now)})"
+
+
+# beside each golden NAME.json: NAME-installs.json, the differences other installs are known to
+# show (or a team has accepted), per install, each with why
+NAMED_SUFFIX = "-installs.json"
+
+
+def named_beside(golden_file: str | Path) -> Path:
+    """``NAME-installs.json`` beside the golden ``NAME.json``."""
+    path = Path(golden_file)
+    return path.with_name(path.stem + NAMED_SUFFIX)
+
+
+def install_label(profile: dict) -> str:
+    """``torch X, torchao Y`` with torch's local build tag dropped (``2.9.1+cu128`` is 2.9.1):
+    how a named-differences file names an install."""
+    v = profile.get("versions", {})
+    return f"torch {str(v.get('torch')).split('+')[0]}, torchao {v.get('torchao')}"
+
+
+def read_named(path: str | Path, now: dict) -> tuple[dict, str] | None:
+    """The differences the named-differences file ``path`` names for ``now``'s install (key ->
+    value) and why; None when there is no such file or it does not name the install;
+    ``ProfileError`` when it cannot be read or its entry is malformed."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a JSON object of installs ('torch X, torchao Y' -> entry)")
+    entry = data.get(install_label(now))
+    if entry is None:
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("differences"), dict) or not entry.get("why"):
+        raise ProfileError(f"{path}: the entry for {install_label(now)} needs 'why' and a 'differences' object")
+    return entry["differences"], entry["why"]
 
 
 def format_diff(pinned: dict, now: dict) -> list[str]:

@@ -3,11 +3,14 @@ device gpu tests run on (a GPU, or the CPU under ``--fp8-dry-run``), and this in
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
+from pathlib import Path
 
 import pytest
 
 from fp8ref.harness import install
+from tests.common.paths import GOLDEN
 
 
 @pytest.fixture(scope="session")
@@ -102,6 +105,27 @@ def gpu_device(request: pytest.FixtureRequest) -> str:
     if request.config.getoption("--fp8-dry-run"):
         return "cpu"
     pytest.skip(f"needs a CUDA GPU ({problem}); --fp8-dry-run runs this test on the CPU instead")
+
+
+@dataclasses.dataclass(frozen=True)
+class Golden:
+    """Where the golden tests look: ``--fp8-golden PATH`` (``owned``: the user's own file or
+    folder) or fp8ref's ``tests/golden``."""
+
+    where: Path
+    owned: bool
+
+    def how_to_pin(self, test: str) -> str:
+        """The command that pins this golden from the install, on purpose."""
+        option = f" --fp8-golden {self.where}" if self.owned else ""
+        return f"pytest {test}{option} --fp8-update-golden"
+
+
+@pytest.fixture(scope="session")
+def golden(request: pytest.FixtureRequest) -> Golden:
+    """The golden the golden tests hold this install to (``Golden``)."""
+    path = request.config.getoption("--fp8-golden")
+    return Golden(Path(path).expanduser(), True) if path else Golden(GOLDEN, False)
 
 
 @pytest.fixture(scope="session")

@@ -89,6 +89,15 @@ def unmet_needs(item: pytest.Item, importing: bool = True) -> str | None:
     return None
 
 
+def unmet_torchao() -> str | None:
+    """Why a test that needs torchao skips here (``needs("torchao")``'s words), or None: for a
+    test that needs it only sometimes (the golden test holding fp8ref's own golden)."""
+    if not install.has_package("torchao"):
+        return install.needs_package("torchao", "this test")
+    refusal = probes.torchao_float8_refusal()
+    return None if refusal is None else f"{install.versions_line()} cannot import torchao.float8: {refusal}"
+
+
 @pytest.hookimpl(tryfirst=True)  # before fixtures: a skipped test builds none
 def pytest_runtest_setup(item: pytest.Item) -> None:
     unmet = unmet_needs(item)

@@ -1,8 +1,11 @@
 """What a run observed, kept per run and printed at its end: implementation-defined outcomes
 (``record_observation``), throughput rows (``record_throughput``), cast conformance reports
-(``record_cast_report``) and the reference's own comparisons with the definition and with gfloat
-(``record_oracle_report``). Under pytest-xdist each worker sends its share to the controller, so
-the sections read the same with and without ``-n``."""
+(``record_cast_report``), the reference's own comparisons with the definition and with gfloat
+(``record_oracle_report``) and the golden tests' comparisons (``record_golden``). Under
+pytest-xdist each worker sends its share to the controller, so the sections read the same with and
+without ``-n``. ``--fp8-report PATH`` writes the golden comparisons as upgrade reports
+(``fp8ref.harness.upgrade_report``) and the sections after them, for a CI job to upload: Markdown,
+or JSON when PATH ends in ``.json``, whole or not at all."""
 
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ _REPORTS_KEY = pytest.StashKey[list]()
 _OBSERVED_KEY = pytest.StashKey[dict]()
 _THROUGHPUT_KEY = pytest.StashKey[list]()
 _ORACLE_KEY = pytest.StashKey[list]()
+_GOLDEN_KEY = pytest.StashKey[list]()
 _WORKER_KEY = "fp8ref_sections"
 
 
@@ -25,6 +29,29 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_OBSERVED_KEY] = {}
     config.stash[_THROUGHPUT_KEY] = []
     config.stash[_ORACLE_KEY] = []
+    config.stash[_GOLDEN_KEY] = []
+
+
+@pytest.fixture
+def record_golden(request: pytest.FixtureRequest) -> Callable[..., None]:
+    """``record_golden(where, device, status, lines, now=None)``: keep a golden test's comparison
+    (``golden.compare_with_golden``'s status and lines) and, when ``now`` (the profile compared) is
+    given and a golden was read, its upgrade report against the golden, for ``--fp8-report``."""
+
+    def record(where: Any, device: str, status: str, lines: list[str], now: dict | None = None) -> None:
+        from fp8ref.harness import upgrade_report
+        from fp8ref.harness.golden import golden_path, named_differences
+        from fp8ref.harness.profile_file import load
+
+        path = golden_path(where, device)
+        report = None
+        if now is not None and status in ("equal", "named", "differs"):
+            accepted = named_differences(where, now, device)
+            report = upgrade_report.build(load(path), now, a_name=str(path), b_name="this install", accepted=accepted)
+        entry = {"device": device, "golden": str(path), "status": status, "lines": lines, "report": report}
+        request.config.stash[_GOLDEN_KEY].append(entry)
+
+    return record
 
 
 @pytest.fixture
@@ -70,6 +97,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 "throughput": config.stash[_THROUGHPUT_KEY],
                 "reports": [dataclasses.asdict(r) for r in config.stash[_REPORTS_KEY]],
                 "oracle": config.stash[_ORACLE_KEY],
+                "golden": config.stash[_GOLDEN_KEY],
             },
             default=str,
         )
@@ -88,35 +116,70 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     config.stash[_OBSERVED_KEY].update(sections["observed"])
     config.stash[_THROUGHPUT_KEY].extend(sections["throughput"])
     config.stash[_ORACLE_KEY].extend(sections.get("oracle", []))
+    config.stash[_GOLDEN_KEY].extend(sections.get("golden", []))
     config.stash[_REPORTS_KEY].extend(CastReport(**r) for r in sections["reports"])
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+def _sections(config: pytest.Config) -> list[tuple[str, list[str]]]:
+    """The end-of-run sections (title, lines), in the order they are printed."""
+    out = []
     observed = config.stash.get(_OBSERVED_KEY, {})
     if observed:
-        terminalreporter.section("FP8 behaviour observed on this install")
-        for key in sorted(observed):
-            terminalreporter.write_line(f"{key}: {observed[key]}")
+        out.append(("FP8 behaviour observed on this install", [f"{k}: {observed[k]}" for k in sorted(observed)]))
     rows = config.stash.get(_THROUGHPUT_KEY, [])
     if rows:
-        terminalreporter.section("FP8 throughput (same-run ratios)")
+        lines = []
         for r in sorted(rows, key=lambda r: r["name"]):  # one order whichever process ran them
             extra = "  ".join(
                 f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items() if k != "name"
             )
-            terminalreporter.write_line(f"{r['name']}: {extra}")
+            lines.append(f"{r['name']}: {extra}")
+        out.append(("FP8 throughput (same-run ratios)", lines))
     reports = config.stash.get(_REPORTS_KEY, [])
     if reports:
         from fp8ref.harness.conformance import summarize_reports
 
-        terminalreporter.section("FP8 cast conformance (observed on this install)")
-        for line in summarize_reports(reports):
-            terminalreporter.write_line(line)
+        out.append(("FP8 cast conformance (observed on this install)", summarize_reports(reports)))
     oracle_rows = config.stash.get(_ORACLE_KEY, [])
     if oracle_rows:
-        terminalreporter.section("fp8ref against the definition and gfloat")
-        for line in summarize_oracle_rows(oracle_rows):
+        out.append(("fp8ref against the definition and gfloat", summarize_oracle_rows(oracle_rows)))
+    return out
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    sections = _sections(config)
+    for title, lines in sections:
+        terminalreporter.section(title)
+        for line in lines:
             terminalreporter.write_line(line)
+    path = config.getoption("--fp8-report", None)
+    if path and not hasattr(config, "workerinput"):
+        written = write_run_report(path, config.stash.get(_GOLDEN_KEY, []), sections, int(exitstatus))
+        terminalreporter.write_line(f"fp8ref report: {written}")
+
+
+def write_run_report(path: str, golden: list[dict], sections: list[tuple[str, list[str]]], exitstatus: int) -> str:
+    """The run's report at ``path`` (JSON when it ends in ``.json``, else Markdown), whole or not
+    at all: each golden comparison (its upgrade report, or its status line when no golden was
+    read), then the end-of-run sections."""
+    from fp8ref.harness import upgrade_report
+    from fp8ref.harness.atomic import write_text
+
+    if str(path).endswith(".json"):
+        data = {"fp8ref_run_report": 1, "exitstatus": exitstatus, "golden": golden, "sections": dict(sections)}
+        return str(write_text(path, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"))
+    out = ["## fp8ref: FP8 behaviour of this install", "", f"pytest exit status: {exitstatus}", ""]
+    for entry in golden:
+        out += [f"### Golden profile ({entry['device']}): `{entry['golden']}`, {entry['status']}", ""]
+        if entry["report"] is not None:
+            out += [upgrade_report.render_markdown(entry["report"], level=4)]
+        else:
+            out += [*entry["lines"], ""]
+    if not golden:
+        out += ["No golden test ran in this run.", ""]
+    for title, lines in sections:
+        out += [f"### {title}", "", "```text", *lines, "```", ""]
+    return str(write_text(path, "\n".join(out)))
 
 
 def summarize_oracle_rows(rows: list[dict]) -> list[str]:

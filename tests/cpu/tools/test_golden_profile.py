@@ -1,42 +1,49 @@
-"""This install's behaviour profile against the golden one pinned for CPU (tests/golden/cpu.json).
+"""This install's behaviour profile against the golden pinned for CPU: fp8ref's own
+(tests/golden/cpu.json), or the one a user owns (``--fp8-golden PATH``).
 
 Why it may differ: the golden records what *one* set of versions did where correct installs may
 legitimately differ (overflow modes, NaN codes, finfo values, which _scaled_mm configurations run,
 torchao's recipe table, bit-exact digests of torchao's casts and Float8Linear, the emulated-MLP
 loss curve). Another torch or torchao can change any of them, or refuse an operation (the key then
 reads ``refused: ...``); the failure names each key, its pinned value and versions, and its value
-now, one line per key. The digests use inputs whose GEMMs are exact in any summation order and the
-MLP losses compare within a stated tolerance, so another CPU alone changes nothing. Decide whether
-the change is acceptable, then re-pin on purpose:
-``pytest tests/cpu/tools/test_golden_profile.py --fp8-update-golden`` and a commit message that says
-why. Invariants are not here: they are asserted by the other tests.
+now, one line per key (``--fp8-report PATH`` writes the same differences as the upgrade report:
+each key's meaning, its consequence for training and its severity). The digests use inputs whose
+GEMMs are exact in any summation order and the MLP losses compare within a stated tolerance, so
+another CPU alone changes nothing. Decide whether the change is acceptable, then re-pin on
+purpose (``--fp8-update-golden``, with ``--fp8-golden PATH`` for your own) and a commit message
+that says why, or accept it for this install (``python -m fp8ref accept``). Invariants are not
+here: they are asserted by the other tests.
 
-Other installs CI runs (the oldest and newest of the version matrix) are held to the same golden
-with the differences named for each in tests/golden/cpu-installs.json: each key and the value that
-install gives, and why. Any other difference, or a named one that is gone, still fails.
+Other installs (for fp8ref's golden: the oldest and newest of CI's version matrix) are held to the
+same golden with the differences named for each in the ``-installs.json`` file beside it: each
+key and the value that install gives, and why. Any other difference, or a named one that is gone,
+still fails.
 """
 
 import pytest
 
 from fp8ref.harness.golden import compare_with_golden, install_label, named_differences
-from tests.common.paths import GOLDEN
+from tests.plugins.gating import unmet_torchao
 
-HOW_TO_PIN = "pytest tests/cpu/tools/test_golden_profile.py --fp8-update-golden"
+TEST = "tests/cpu/tools/test_golden_profile.py"
 
 
-# The golden holds torchao's behaviour too: without torchao the profile cannot match it (the
-# profile's own tests, tests/cpu/tools/test_profile.py, still run).
-@pytest.mark.needs("torchao")
-def test_behaviour_profile_matches_the_cpu_golden(request, record_observation, cpu_profile):
+def test_behaviour_profile_matches_the_cpu_golden(request, record_observation, record_golden, cpu_profile, golden):
+    # fp8ref's golden holds torchao's behaviour too: without torchao this install cannot match it
+    # (the profile's own tests still run); a user's golden is of their stack, torchao or not
+    if not golden.owned and (unmet := unmet_torchao()) is not None:
+        pytest.skip(unmet)
+    update = request.config.getoption("--fp8-update-golden")
     status, lines = compare_with_golden(
-        GOLDEN, "cpu", update=request.config.getoption("--fp8-update-golden"), now=cpu_profile, how_to_pin=HOW_TO_PIN
+        golden.where, "cpu", update=update, now=cpu_profile, how_to_pin=golden.how_to_pin(TEST)
     )
+    record_golden(golden.where, "cpu", status, lines, cpu_profile)
     if status in ("missing", "updated"):
         record_observation("golden profile (cpu)", lines[0])
         pytest.skip(lines[0])
     assert status != "unreadable", "\n".join(lines)
     if status == "named":
-        named = named_differences(GOLDEN, cpu_profile)
+        named = named_differences(golden.where, cpu_profile)
         assert named is not None
         record_observation(
             f"golden profile (cpu), {install_label(cpu_profile)}", f"{len(named[0])} named differences: {named[1]}"

@@ -1,0 +1,71 @@
+"""A golden the user owns, through pytest's own options (``--fp8-golden PATH``,
+``--fp8-update-golden``, ``--fp8-report PATH``) as a team pins its stack: missing, pinned,
+changed (fails naming the key), accepted with why (passes), a folder of goldens, and the GPU
+test's dry run. The runs go through ``tests/scripts/user_golden.py``, in a process beside the
+tests (tests/plugins/beside.py)."""
+
+import json
+
+import pytest
+
+from tests.common.beside import script
+
+KEY = "cast.e4m3fn.bf16.overflow"
+
+
+def run_beside(folder):
+    return {"runs": script("user_golden.py", str(folder))}
+
+
+@pytest.fixture
+def runs(beside):
+    done = beside("runs")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _only(run: dict) -> tuple[str, str]:
+    ((_, outcome, message),) = run["cases"]
+    return outcome, message
+
+
+def test_a_missing_golden_of_ones_own_skips_saying_how_to_pin_it(runs):
+    outcome, message = _only(runs["missing"])
+    assert runs["missing"]["exit"] == 0 and outcome == "skipped"
+    assert "--fp8-golden" in message and "stack.json --fp8-update-golden" in message
+
+
+def test_update_pins_the_users_path_whole(runs):
+    assert _only(runs["pin"])[0] == "skipped" and runs["pinned"] is True
+
+
+def test_the_json_report_holds_the_golden_status_and_the_end_of_run_sections(runs):
+    report = runs["pin_report"]
+    assert report["fp8ref_run_report"] == 1 and report["exitstatus"] == 0
+    ((entry),) = report["golden"]
+    assert entry["status"] == "updated" and entry["golden"].endswith("stack.json") and entry["report"] is None
+    observed = report["sections"]["FP8 behaviour observed on this install"]
+    assert any(line.startswith("golden profile (cpu): re-pinned") for line in observed), observed
+
+
+def test_one_changed_key_fails_the_golden_test_naming_it_and_the_report_carries_it(runs):
+    outcome, message = _only(runs["changed"])
+    assert runs["changed"]["exit"] == 1 and outcome == "failure"
+    differing = [line.strip() for line in message.splitlines() if ": pinned " in line]
+    assert len(differing) == 1 and differing[0].startswith(f"{KEY}: pinned "), message
+    report = runs["report"]
+    assert "### Golden profile (cpu)" in report and "differs" in report
+    row = next(line for line in report.splitlines() if f"`{KEY}`" in line)
+    assert row.startswith("| **numerics** |"), row
+
+
+def test_an_accepted_difference_passes_for_that_install(runs):
+    assert runs["accept"] == 0
+    assert runs["accepted"]["exit"] == 0 and _only(runs["accepted"])[0] == "passed"
+
+
+def test_a_folder_holds_one_golden_per_device_kind_for_the_gpu_tests_too(runs):
+    assert runs["folder_pinned"] == ["cpu.json"]
+    assert _only(runs["gpu dry run"])[0] == "passed"
+    outcome, message = _only(runs["gpu dry run, missing"])
+    assert outcome == "skipped" and "tests/gpu/test_golden_profile.py --fp8-golden" in message

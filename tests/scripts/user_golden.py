@@ -1,0 +1,69 @@
+"""A user's own golden through pytest's options, as a user runs them: ``pytest --fp8-golden PATH``
+with PATH missing (a skip that says how to pin), ``--fp8-update-golden`` (pins PATH), one key
+changed in PATH (the golden test fails naming it, ``--fp8-report`` writes its report), the change
+accepted with ``python -m fp8ref accept`` (passes), a folder as PATH, and the GPU test's dry run
+against a user's folder. Each is one ``pytest.main`` in this one interpreter, with the profile
+collected once and handed to every run (collecting is tested elsewhere; this checks the wiring).
+
+Usage: python tests/scripts/user_golden.py FOLDER; prints one JSON line: per run, its exit code
+and each test's outcome and message (from its junit XML), and what was written.
+"""
+
+import copy
+import json
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import fp8ref.harness.profile
+from fp8ref.__main__ import main as fp8ref_main
+
+folder = Path(sys.argv[1])
+here = fp8ref.harness.profile.collect("cpu")
+fp8ref.harness.profile.collect = lambda device="cpu", **kw: copy.deepcopy(here)
+
+CPU_TEST = "tests/cpu/tools/test_golden_profile.py"
+GPU_TEST = "tests/gpu/test_golden_profile.py"
+mine = folder / "stack.json"
+results: dict = {}
+
+
+def run(name: str, *args: str, test: str = CPU_TEST) -> None:
+    junit = folder / f"{name}.xml"
+    code = pytest.main([test, "-q", "-p", "no:randomly", "-p", "no:cacheprovider", f"--junitxml={junit}", *args])
+    cases = []
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        outcome, message = "passed", ""
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                outcome, message = child.tag, child.get("message") or child.text or ""
+        cases.append([case.get("name"), outcome, message])
+    results[name] = {"exit": int(code), "cases": cases}
+
+
+run("missing", "--fp8-golden", str(mine))
+run("pin", "--fp8-golden", str(mine), "--fp8-update-golden", "--fp8-report", str(folder / "pin.json"))
+results["pin_report"] = json.loads((folder / "pin.json").read_text()) if (folder / "pin.json").exists() else None
+results["pinned"] = json.loads(mine.read_text())["behaviour"] == here["behaviour"] if mine.exists() else False
+
+key = "cast.e4m3fn.bf16.overflow"
+pinned = json.loads(mine.read_text())
+pinned["behaviour"][key] = "nonsaturate" if here["behaviour"][key] == "saturate" else "saturate"
+mine.write_text(json.dumps(pinned))
+report = folder / "report.md"
+run("changed", "--fp8-golden", str(mine), "--fp8-report", str(report))
+results["report"] = report.read_text() if report.exists() else ""
+
+now = folder / "now.json"
+now.write_text(json.dumps(here))
+results["accept"] = fp8ref_main(["accept", str(mine), str(now), "--why", "our loss scaler clips first"])
+run("accepted", "--fp8-golden", str(mine))
+
+goldens = folder / "goldens"
+run("folder", "--fp8-golden", str(goldens), "--fp8-update-golden")
+results["folder_pinned"] = sorted(p.name for p in goldens.iterdir()) if goldens.exists() else []
+run("gpu dry run", "--fp8-golden", str(goldens), "--fp8-dry-run", test=GPU_TEST)
+run("gpu dry run, missing", "--fp8-golden", str(folder / "none"), "--fp8-dry-run", test=GPU_TEST)
+print(json.dumps(results))
