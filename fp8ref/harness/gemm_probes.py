@@ -26,8 +26,10 @@ implementation under test.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -170,6 +172,27 @@ def accumulation_bound(k: int, within_bits: int, interval: int | None) -> float:
     return (n - 1) * 2.0 ** -(within_bits + 1) + (math.ceil(k / n) + 3) * 2.0**-24
 
 
+# Kineto, torch.profiler's backend, writes its start and stop (USDT lines) and, on a CUDA build
+# without a GPU, "gpuGetDeviceCount failed" to stderr from C++, whatever Python's logging says; a
+# probe that asks which kernel ran has no use for them. Above its highest level (5, USDT) it
+# writes nothing. It reads KINETO_LOG_LEVEL once, when the process first profiles.
+_KINETO_SILENT = "6"
+
+
+@contextlib.contextmanager
+def _kineto_quiet() -> Iterator[None]:
+    """KINETO_LOG_LEVEL set to silent for the block unless the user set it (their level wins),
+    and the environment given back as it was after."""
+    if "KINETO_LOG_LEVEL" in os.environ:
+        yield
+        return
+    os.environ["KINETO_LOG_LEVEL"] = _KINETO_SILENT
+    try:
+        yield
+    finally:
+        os.environ.pop("KINETO_LOG_LEVEL", None)
+
+
 def kernels_of(fn: Callable[[], object], device: str = "cpu") -> str:
     """The kernels ``fn()`` ran, in order, each once, joined by " > ": on a CUDA device the device
     kernels torch.profiler records (copies and memsets left out); on the CPU the aten GEMM ops
@@ -178,7 +201,7 @@ def kernels_of(fn: Callable[[], object], device: str = "cpu") -> str:
 
     cuda = torch.device(device).type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
+    with _kineto_quiet(), profile(activities=activities) as prof:
         fn()
         if cuda:
             torch.cuda.synchronize()
