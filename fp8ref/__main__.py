@@ -13,8 +13,10 @@ import traceback
 from typing import Any
 
 # Loggers that print at import time (torchao's optional native kernels it cannot load on this
-# machine; torch's pytree deprecation notes triggered by torchao): shown only with --verbose.
-_IMPORT_NOISE = ("torchao", "torch.utils._pytree")
+# machine; torch's pytree deprecation notes triggered by torchao), and torch's C++ extension
+# helper, which on a CUDA build without a CUDA runtime warns "No CUDA runtime is found" when
+# torch.compile first builds a CPU kernel (finetune --compile): shown only with --verbose.
+_IMPORT_NOISE = ("torchao", "torch.utils._pytree", "torch.utils.cpp_extension")
 
 
 def _cmd_formats(args: argparse.Namespace) -> int:

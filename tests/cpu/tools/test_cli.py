@@ -125,8 +125,8 @@ def test_import_noise_is_shown_only_with_verbose(fresh):
     """torchao logs, while importing, the optional kernels it cannot load; the CLI quiets the
     loggers that print then, unless --verbose asks for them."""
     calls = fresh("formats")["calls"]
-    assert calls["verbose"][2] == [0, 0]  # untouched
-    assert calls["plain"][2] == [40, 40]  # logging.ERROR
+    assert calls["verbose"][2] == [0] * len(calls["verbose"][2])  # untouched
+    assert calls["plain"][2] == [40] * len(calls["plain"][2]) and len(calls["plain"][2]) == 3  # logging.ERROR
 
 
 def test_a_bug_during_training_is_not_reported_as_bad_input(monkeypatch, capsys):

@@ -181,10 +181,10 @@ def test_a_plot_that_fails_to_save_leaves_no_png(monkeypatch, tmp_path):
 
 def run_beside(folder):
     """``python -m fp8ref`` as CI scripts call it, as processes of their own, run beside the tests
-    (tests/plugins/beside.py); two of them import torch."""
+    (tests/plugins/beside.py); two of them import torch, one collects a whole profile."""
     files = diff_inputs(folder)
     return {
-        "formats": fp8ref_cli("formats"),
+        "profile": fp8ref_cli("profile", "--out", str(folder / "profile.json")),
         "difference": fp8ref_cli("diff", str(files["good"]), str(files["other"])),
         "missing": fp8ref_cli("diff", str(files["missing"]), str(files["good"])),
         "bad option": fp8ref_cli("profile", "--device", "nope"),
@@ -193,9 +193,19 @@ def run_beside(folder):
 
 def test_the_contract_end_to_end_in_subprocesses(beside):
     """Done, a difference found, a missing input, a bad option: exit 0, 1, 2, 2, each error one line."""
-    got = {k: (beside(k).returncode, beside(k).stderr) for k in ("formats", "difference", "missing", "bad option")}
+    got = {k: (beside(k).returncode, beside(k).stderr) for k in ("profile", "difference", "missing", "bad option")}
     assert [code for code, _ in got.values()] == [0, 1, 2, 2], got
     for k in ("missing", "bad option"):  # (an install may print its own import warnings before)
         err = got[k][1]
         assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err, err
         assert sum(line.startswith("error: ") for line in err.splitlines()) == 1, err
+
+
+def test_a_profile_that_succeeds_prints_nothing_on_stderr(beside):
+    """torch.profiler's kineto writes its start and stop lines, and on a CUDA build without a GPU
+    a failed device count, straight to the process's stderr from C++, unless fp8ref's kernel probe
+    quiets it (``gemm_probes.kernels_of``): a run that succeeds says so on stdout alone."""
+    done = beside("profile")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr == "", f"stray lines on stderr: {done.stderr[:2000]!r}"
+    assert done.stdout.startswith("wrote ") and done.stdout.count("\n") == 1, done.stdout
