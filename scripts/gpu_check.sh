@@ -7,7 +7,8 @@
 #            --dry-run (on the CPU device: --fp8-dry-run instead of --fp8-require-gpu; how CI runs it)
 # Output (${OUT:-gpu-out}/): env.txt (versions; a C compiler, which Triton needs; each stage's exit
 # and time), pytest-<tier>.log, junit-<tier>.xml, benchmarks-<tier>.json, cuda-profile.json,
-# cpu-profile.json, diffs.txt, more.tar.gz (whatever else the tests wrote).
+# cpu-profile.json, diffs.txt, more.tar.gz (whatever else the tests wrote, and report-<tier>.md:
+# the golden comparison as an upgrade report, with the end-of-run sections).
 # Each stage runs under a timeout that interrupts it with SIGINT, so pytest still writes its junit
 # and benchmark JSON; a stage past its time is reported, and the next one still runs.
 # Nothing here needs the network: wheels are installed offline from the folder given.
@@ -89,7 +90,7 @@ fi
 # pytest.ini's addopts (--strict-markers --strict-config -ra) stay in force.
 FP8REF_RESULTS_DIR="$out/more" stage "pytest-$tier" python3 -m pytest "${tier_args[@]}" "${device_args[@]}" \
   -p no:cacheprovider -p no:randomly --durations=25 ${bench_args[@]+"${bench_args[@]}"} \
-  --junitxml="$out/junit-$tier.xml" > "$out/pytest-$tier.log" 2>&1
+  --junitxml="$out/junit-$tier.xml" --fp8-report="$out/more/report-$tier.md" > "$out/pytest-$tier.log" 2>&1
 rc=$?
 tail -3 "$out/pytest-$tier.log"
 
