@@ -50,6 +50,7 @@ PINNED = [
     "tqdm>=4.60",
     "safetensors==0.8.0",
     "gfloat==0.5.2",
+    "expecttest==0.3.0",
 ]
 IMPORT_CHECK = "from torchao.float8 import Float8LinearConfig, convert_to_float8_training"
 

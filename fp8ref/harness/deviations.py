@@ -31,6 +31,8 @@ __all__ = [
     "MxScaleDeviation",
     "MX_SCALE_DEVIATIONS",
     "explain_mx_scales",
+    "NativeOpDeviation",
+    "NATIVE_OP_DEVIATIONS",
 ]
 
 
@@ -156,3 +158,63 @@ def explain_mx_scales(
             explained |= mine
             counts[d.key] = int(mine.sum())
     return explained, counts
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeOpDeviation:
+    """A native float8 op's known answer where the definition gives another: excused for exactly
+    the elements ``answer`` marks (given the op's output, the sample's input codes and the
+    format), nowhere else; ``native_checks`` counts them and the profile records whether the
+    install still gives it (``native.deviation.<key>``)."""
+
+    key: str
+    op: str
+    formats: tuple[str, ...]
+    what: str
+    seen: str
+    answer: Callable[[torch.Tensor, list[torch.Tensor], FloatFormat], torch.Tensor]
+
+
+def _input_code(codes_in: list[torch.Tensor], out: torch.Tensor) -> torch.Tensor | None:
+    """An elementwise unary op's input codes, shaped as its output (None when they are not)."""
+    if len(codes_in) != 1 or codes_in[0].numel() != out.numel():
+        return None
+    return codes_in[0].reshape(out.shape).cpu()
+
+
+def _abs_keeps_the_sign_of_negative_zero(
+    out: torch.Tensor, codes_in: list[torch.Tensor], fmt: FloatFormat
+) -> torch.Tensor:
+    code = _input_code(codes_in, out)
+    if code is None or out.dtype != fmt.torch_dtype():
+        return torch.zeros(out.shape, dtype=torch.bool)
+    return (code == 0x80) & (out.contiguous().view(torch.uint8) == 0x80)
+
+
+def _isfinite_of_the_e8m0_nan(out: torch.Tensor, codes_in: list[torch.Tensor], fmt: FloatFormat) -> torch.Tensor:
+    code = _input_code(codes_in, out)
+    if code is None or out.dtype != torch.bool:
+        return torch.zeros(out.shape, dtype=torch.bool)
+    return (code == 0xFF) & out
+
+
+NATIVE_OP_DEVIATIONS: tuple[NativeOpDeviation, ...] = (
+    NativeOpDeviation(
+        key="abs_keeps_negative_zero",
+        op="abs",
+        formats=("e4m3fn", "e5m2"),
+        what="abs(-0.0) gives -0.0 (0x80) on tensors of 64 elements or more (the CPU's vectorized path); the "
+        "definition (IEEE 754 abs clears the sign) gives +0.0 (0x00), as smaller tensors do",
+        seen="torch 2.9.1, 2.13.0, 2.14.1 and 2.15.0 on the CPU (a negative NaN keeps its sign there too: any NaN "
+        "is a NaN)",
+        answer=_abs_keeps_the_sign_of_negative_zero,
+    ),
+    NativeOpDeviation(
+        key="isfinite_e8m0_nan",
+        op="isfinite",
+        formats=("e8m0fnu",),
+        what="isfinite is True for E8M0's NaN code 0xFF; the definition (0xFF is NaN) gives False",
+        seen="torch 2.9.1, 2.13.0 and 2.14.1 on the CPU, every tensor size; torch 2.15.0 gives False",
+        answer=_isfinite_of_the_e8m0_nan,
+    ),
+)

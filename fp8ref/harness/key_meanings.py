@@ -289,6 +289,40 @@ MEANINGS: tuple[KeyMeaning, ...] = (
         "the whole training loop's numbers moved: casts, matmuls, AdamW or autograd",
         "numerics",
     ),
+    # --- torch's native float8 ops ---------------------------------------------------------------------
+    _M(
+        "native.deviation.*",
+        "native float8 ops",
+        "whether torch still gives the named deviation {1} from the definition (fp8ref/harness/deviations.py), "
+        "and on which float8 dtypes",
+        "the op's answer on the inputs the deviation names changed: torch fixed it, or broke it further",
+        "numerics",
+    ),
+    _M(
+        "native.written.*.*",
+        "native float8 ops",
+        "what writing Python scalars and float64/float32 values into a {1} tensor by {2} gives: 'as .to' "
+        "(the cast's codes, any NaN for a NaN) and the values it refuses, or the codes where it differs",
+        "a value written another way than it is cast (a fill, a pad value, a loss-scale constant) lands on "
+        "another code, or stops the write with an error",
+        "numerics",
+    ),
+    _M(
+        "native.**",
+        "native float8 ops",
+        "on which float8 dtypes torch's {1} runs its catalogued samples ('all run', 'all refused', or per "
+        "dtype; 'partial': runs some, refuses others)",
+        "a kernel added (a path that now runs, checked by tests/cpu/install/test_native_ops.py) or removed (a "
+        "path that stops with an error, e.g. FSDP's or a checkpoint loader's copy of float8 weights)",
+        "refusal",
+    ),
+    _M(
+        "native",
+        "native float8 ops",
+        "whether torch's op catalogue (OpInfo, which needs expecttest) imports, to find its float8 ops",
+        "without it no native op is discovered or checked",
+        "refusal",
+    ),
     # --- torchao ---------------------------------------------------------------------------------------
     _M(
         "torchao.recipe.*.*.fast_accum",

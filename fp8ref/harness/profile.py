@@ -535,6 +535,32 @@ def _probe_special_casts(device: str) -> dict:
     return out
 
 
+def _probe_native_ops(device: str) -> dict:
+    """Which of torch's catalogued ops run on each float8 dtype (``native_ops.support_matrix``:
+    ``native.<op>``), what each way of writing a value into float8 does with it
+    (``native.written.<format>.<path>``: as ``.to`` or not, what it refuses), and whether the
+    install still gives each named native-op deviation (``native.deviation.<key>``: where it
+    deviates, or ``definition``)."""
+    from . import native_ops
+    from .deviations import NATIVE_OP_DEVIATIONS
+    from .native_checks import check_op, check_written
+
+    refusal = native_ops.catalogue_refusal()
+    if refusal is not None:
+        return {"native": refusal}
+    matrix = native_ops.support_matrix(device)
+    out = {f"native.{name}": native_ops.matrix_word(row) for name, row in matrix.items()}
+    formats = {f.name: f for f in native_ops.float8_formats()}
+    for fmt in formats.values():  # values written from Python scalars and other dtypes
+        out.update({f"native.written.{fmt.name}.{how}": word for how, word in check_written(fmt, device).items()})
+    for dev in NATIVE_OP_DEVIATIONS:
+        runs = [f for f in dev.formats if f in formats and matrix.get(dev.op, {}).get(f) in ("runs", "partial")]
+        where = [f for f in runs if check_op(dev.op, formats[f], device).excused.get(dev.key)]
+        word = f"deviates on {' '.join(where)}" if where else ("definition" if runs else "refused")
+        out[f"native.deviation.{dev.key}"] = word
+    return out
+
+
 def collect(device: str = "cpu", torchao: bool = True) -> dict:
     """Run every probe on ``device``; returns the profile dict. An operation the install refuses
     is recorded as ``refused: ...`` under the keys of that probe; every other key is still
@@ -547,6 +573,7 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     behaviour.update(_probe_checkpoints(device, torchao))
     behaviour.update(_probe_scaled_mm(device))
     behaviour.update(_probe_special_casts(device))
+    behaviour.update(_probe_native_ops(device))
     if torchao:
         behaviour.update(_probe_torchao(device))
         behaviour.update(_probe_autocast(device))

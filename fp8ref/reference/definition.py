@@ -133,13 +133,13 @@ def round_by_definition(
     saturate: bool = False,
     random_bits: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``x`` (float32, bfloat16 or float16) rounded to ``fmt`` by the definition, as float64
+    """``x`` (float64, float32, bfloat16 or float16) rounded to ``fmt`` by the definition, as float64
     values: NaN where the result is NaN (a NaN input, a non-saturated overflow of a format
     without inf, a value an unsigned format cannot encode), +-inf, and -0.0 where the format
     has it. ``rounding``: ``rne``, ``rtz`` or ``sr`` (``random_bits``: integers in [0, 2^24) of
     ``x``'s shape). A NaN input to a format without NaN is a ValueError, as in the codec."""
     fmt = get_format(fmt)
-    tensor(x, "x", dtypes=(torch.float32, torch.bfloat16, torch.float16))
+    tensor(x, "x", dtypes=(torch.float64, torch.float32, torch.bfloat16, torch.float16))
     mode = choice(rounding, _Rounding, "rounding")
     boolean(saturate, "saturate")
     if mode == _Rounding.SR:

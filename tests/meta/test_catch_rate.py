@@ -3,7 +3,7 @@ tests, so any order works): it goes into the end-of-run summary."""
 
 from __future__ import annotations
 
-from fp8ref.harness import probes
+from fp8ref.harness import native_ops, probes
 from fp8ref.reference.formats import E4M3FN, E5M2
 from tests.meta.test_autocast_faults import FAULTS as AUTOCAST_FAULTS
 from tests.meta.test_autocast_faults import autocast_fault_caught
@@ -18,6 +18,8 @@ from tests.meta.test_fsdp_faults import FSDP_FAULTS, fsdp_fault_caught
 from tests.meta.test_input_space_faults import INPUT_SPACE_FAULTS
 from tests.meta.test_mx_mode_faults import FAULTS as MX_MODE_FAULTS
 from tests.meta.test_mx_mode_faults import mx_mode_fault_caught
+from tests.meta.test_native_op_faults import FAULTS as NATIVE_OP_FAULTS
+from tests.meta.test_native_op_faults import native_op_fault_caught
 from tests.meta.test_optimizer_state_faults import FAULTS as STATE_FAULTS
 from tests.meta.test_optimizer_state_faults import state_fault_caught
 from tests.meta.test_scale_faults import SCALE_FAULTS, delayed_fault_caught, recipe_fault_caught, scale_fault_caught
@@ -37,6 +39,8 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"float8 to float8: {f}": conversion_fault_caught(f) for f in CONVERSION_FAULTS}
     results |= {f"FP8 optimizer state: {f}": state_fault_caught(f) for f in STATE_FAULTS}
     results |= {f"autocast: {f}": autocast_fault_caught(f) for f in AUTOCAST_FAULTS}
+    if native_ops.catalogue_refusal() is None:  # these stand-ins are built from torch's OpInfo catalogue
+        results |= {f"native float8 ops: {f}": native_op_fault_caught(f) for f in NATIVE_OP_FAULTS}
     if probes.torchao_float8_refusal() is None:  # these stand-ins are built from torchao's tensors
         results |= {f"checkpoints: {f}": checkpoint_fault_caught(f) for f in CHECKPOINT_FAULTS}
         results |= {f"conversion: {f}": conversion_param_fault_caught(f) for f in CONVERSION_PARAM_FAULTS}

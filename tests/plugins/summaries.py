@@ -21,6 +21,7 @@ _OBSERVED_KEY = pytest.StashKey[dict]()
 _THROUGHPUT_KEY = pytest.StashKey[list]()
 _ORACLE_KEY = pytest.StashKey[list]()
 _GOLDEN_KEY = pytest.StashKey[list]()
+_SECTION_KEY = pytest.StashKey[dict]()
 _WORKER_KEY = "fp8ref_sections"
 
 
@@ -30,6 +31,18 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_THROUGHPUT_KEY] = []
     config.stash[_ORACLE_KEY] = []
     config.stash[_GOLDEN_KEY] = []
+    config.stash[_SECTION_KEY] = {}
+
+
+@pytest.fixture
+def record_section(request: pytest.FixtureRequest) -> Callable[[str, list[str]], None]:
+    """``record_section(title, lines)``: an end-of-run section of its own (an account a test
+    draws up, e.g. which native float8 ops ran and what checked them)."""
+
+    def record(title: str, lines: list[str]) -> None:
+        request.config.stash[_SECTION_KEY][title] = list(lines)
+
+    return record
 
 
 @pytest.fixture
@@ -98,6 +111,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 "reports": [dataclasses.asdict(r) for r in config.stash[_REPORTS_KEY]],
                 "oracle": config.stash[_ORACLE_KEY],
                 "golden": config.stash[_GOLDEN_KEY],
+                "sections": config.stash[_SECTION_KEY],
             },
             default=str,
         )
@@ -117,6 +131,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     config.stash[_THROUGHPUT_KEY].extend(sections["throughput"])
     config.stash[_ORACLE_KEY].extend(sections.get("oracle", []))
     config.stash[_GOLDEN_KEY].extend(sections.get("golden", []))
+    config.stash[_SECTION_KEY].update(sections.get("sections", {}))
     config.stash[_REPORTS_KEY].extend(CastReport(**r) for r in sections["reports"])
 
 
@@ -143,6 +158,7 @@ def _sections(config: pytest.Config) -> list[tuple[str, list[str]]]:
     oracle_rows = config.stash.get(_ORACLE_KEY, [])
     if oracle_rows:
         out.append(("fp8ref against the definition and gfloat", summarize_oracle_rows(oracle_rows)))
+    out += sorted(config.stash.get(_SECTION_KEY, {}).items())
     return out
 
 

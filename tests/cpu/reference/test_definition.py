@@ -123,13 +123,22 @@ def test_beyond_max_continues_the_top_binade():
     assert round_by_definition(torch.tensor([61440.0]), E5M2).item() == math.inf
 
 
+def test_a_float64_input_is_rounded_once():
+    """Just above E4M3FN's tie 1.0625 between 1 and 1.125: float64 keeps it above (1.125); through
+    float32 it lands on the tie and goes to the even 1.0 (the double rounding a float64 source
+    must not get)."""
+    x = torch.tensor([1.0625 + 2.0**-40], dtype=torch.float64)
+    assert round_by_definition(x, E4M3FN).item() == 1.125
+    assert round_by_definition(x.float(), E4M3FN).item() == 1.0
+
+
 def test_the_definition_refuses_bad_input():
     with pytest.raises(ValueError, match="random_bits"):
         round_by_definition(torch.ones(2), E4M3FN, rounding="sr")
     with pytest.raises(ValueError, match="rounding"):
         round_by_definition(torch.ones(2), E4M3FN, rounding="nearest")
     with pytest.raises(TypeError, match="x"):
-        round_by_definition(torch.ones(2, dtype=torch.float64), E4M3FN)
+        round_by_definition(torch.ones(2, dtype=torch.int32), E4M3FN)
     with pytest.raises(ValueError, match="has no NaN"):
         round_by_definition(torch.tensor([float("nan")]), FORMATS["e2m1fn"])
 

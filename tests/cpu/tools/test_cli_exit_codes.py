@@ -3,13 +3,14 @@ usage or input error (one ``error:`` line, no traceback unless --debug), 3 for a
 half-written output when a command fails or is interrupted."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 import torch
 
 from fp8ref.__main__ import main
-from fp8ref.harness import atomic
+from fp8ref.harness import atomic, install
 from tests.common.beside import fp8ref_cli
 from tests.common.paths import GOLDEN
 
@@ -207,5 +208,8 @@ def test_a_profile_that_succeeds_prints_nothing_on_stderr(beside):
     quiets it (``gemm_probes.kernels_of``): a run that succeeds says so on stdout alone."""
     done = beside("profile")
     assert done.returncode == 0, done.stderr[-2000:]
-    assert done.stderr == "", f"stray lines on stderr: {done.stderr[:2000]!r}"
+    stray = done.stderr
+    if not install.has_package("numpy"):  # torch's own warning at import, where numpy is missing
+        stray = re.sub(r"(?m)^.*UserWarning: Failed to initialize NumPy.*\n(^ .*\n)?", "", stray)
+    assert stray == "", f"stray lines on stderr: {stray[:2000]!r}"
     assert done.stdout.startswith("wrote ") and done.stdout.count("\n") == 1, done.stdout

@@ -1,0 +1,79 @@
+"""torch's native float8 ops, discovered from torch's own op catalogue (OpInfo) rather than
+listed here: which run on each float8 dtype (pinned in the profile as ``native.<op>``), each op
+that runs held to the definition by its kind (data movement bitwise against the uint8 view,
+values written as ``.to`` writes them, arithmetic and comparisons as the exact result rounded
+once; fp8ref/harness/native_op_kinds.py), every way of writing a Python scalar into float8, and an
+account of what ran, what was refused and what is left unchecked with its reason.
+
+Why a check may fail: a torch release that adds a float8 kernel (an op that starts to run) adds
+it here at once; if the kinds table names no check for it, the coverage test fails naming it, and
+if it gets -0, a NaN or a code wrong, its check fails naming the sample and the codes. Known
+deviations from the definition are excused for their exact answer only
+(``deviations.NATIVE_OP_DEVIATIONS``, with the versions they were seen on)."""
+
+import pytest
+
+from fp8ref.harness import install, native_ops
+from fp8ref.harness.native_checks import WRITE_PATHS, check_written
+from fp8ref.harness.native_op_kinds import KINDS, kind_of
+from tests.common import native_op_checks as noc
+
+pytestmark = pytest.mark.needs("expecttest")
+
+
+@pytest.fixture(scope="module")
+def matrix(skip_unless):
+    skip_unless(native_ops.catalogue_refusal(), "torch's op catalogue (OpInfo)")
+    return native_ops.support_matrix("cpu")
+
+
+def test_every_op_that_runs_on_float8_has_a_check_or_a_reason(matrix, record_section):
+    record_section(f"native float8 ops on cpu ({install.versions_line()})", noc.account(matrix))
+    missing = noc.uncovered(matrix)
+    assert not missing, (
+        f"{install.versions_line()} runs these float8 ops, which no check covers: {missing}; give each a kind "
+        "or a reason in fp8ref/harness/native_op_kinds.py"
+    )
+
+
+def test_the_catalogue_finds_the_ops_training_moves_fp8_through(matrix):
+    """The catalogue is torch's: if it loses the ops this suite checks in its default run, the
+    checks below would skip green."""
+    absent = [name for name in noc.TRAINING_OPS if name not in matrix]
+    assert not absent, f"torch's OpInfo catalogue has no {absent} ({install.versions_line()})"
+    assert noc.runs_on(matrix, "cat") and noc.runs_on(matrix, "clone"), "cat and clone run on no float8 dtype"
+
+
+@pytest.mark.parametrize("name", noc.TRAINING_OPS)
+def test_an_op_training_moves_fp8_through_keeps_to_the_definition(name, matrix, skip_unless, record_observation):
+    formats = noc.runs_on(matrix, name)
+    skip_unless(None if formats else f"refused on every float8 dtype ({native_ops.matrix_word(matrix[name])})", name)
+    checks = noc.checked([name], matrix, "cpu")
+    for c in checks:
+        for key, value in c.observed.items():
+            record_observation(f"native {key}", value)
+        for key, n in c.excused.items():
+            record_observation(f"native {c.op} on {c.fmt}: deviation {key}", f"{n} elements excused")
+    assert sum(c.samples for c in checks) > 0, f"{name}: no sample reached it on {formats}"
+    bad = noc.problems(checks)
+    assert not bad, f"{install.versions_line()}:\n" + "\n".join(bad[:8])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_op_of_a_kind_that_runs_keeps_to_the_definition(kind, matrix):
+    names = sorted(n for n in matrix if kind_of(n) == kind and noc.runs_on(matrix, n))
+    bad = noc.problems(noc.checked(names, matrix, "cpu"))
+    assert not bad, f"{install.versions_line()}, {len(names)} {kind} ops:\n" + "\n".join(bad[:12])
+
+
+@pytest.mark.parametrize("fmt", [f.name for f in native_ops.float8_formats()])
+def test_a_scalar_written_into_float8_lands_where_to_puts_it(fmt):
+    """fill_, t[:] = v, full, full_like, new_full, torch.tensor, pad(value=), copy_ from float64:
+    zeros of both signs, +-1, +-max, past max, +-inf, NaN, the smallest subnormal and half of it,
+    and a value just above a tie. A path that refuses some values (fill_ refuses what overflows)
+    is pinned (native.written.*), not failed; one that lands elsewhere than .to fails."""
+    words = check_written(next(f for f in native_ops.float8_formats() if f.name == fmt))
+    assert set(words) == set(WRITE_PATHS)
+    differs = {how: w for how, w in words.items() if w.startswith("differs")}
+    assert not differs, f"{install.versions_line()}, {fmt}: {differs}"

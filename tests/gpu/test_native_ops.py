@@ -1,0 +1,35 @@
+"""The native float8 op checks of tests/cpu/install/test_native_ops.py on the CUDA device (or the
+CPU under --fp8-dry-run): which of torch's catalogued ops run on each float8 dtype there, the ops
+training moves FP8 numbers through held to the definition on every code, and every write of a
+Python scalar held to .to."""
+
+import pytest
+
+from fp8ref.harness import install, native_ops
+from fp8ref.harness.native_checks import check_written
+from tests.common import native_op_checks as noc
+
+pytestmark = pytest.mark.needs("expecttest")
+
+
+@pytest.fixture(scope="module")
+def matrix(gpu_device, skip_unless):
+    skip_unless(native_ops.catalogue_refusal(), "torch's op catalogue (OpInfo)")
+    return native_ops.support_matrix(gpu_device)
+
+
+def test_every_op_that_runs_on_float8_here_has_a_check_or_a_reason(matrix, gpu_device, record_section):
+    record_section(f"native float8 ops on {gpu_device} ({install.versions_line()})", noc.account(matrix))
+    missing = noc.uncovered(matrix)
+    assert not missing, f"{install.versions_line()} on {gpu_device} runs {missing}, which no check covers"
+
+
+def test_the_ops_training_moves_fp8_through_keep_to_the_definition(matrix, gpu_device):
+    bad = noc.problems(noc.checked(noc.TRAINING_OPS, matrix, gpu_device))
+    assert not bad, f"{install.versions_line()} on {gpu_device}:\n" + "\n".join(bad[:8])
+
+
+def test_a_scalar_written_into_float8_lands_where_to_puts_it(gpu_device):
+    for fmt in native_ops.float8_formats():
+        differs = {h: w for h, w in check_written(fmt, gpu_device).items() if w.startswith("differs")}
+        assert not differs, f"{install.versions_line()} on {gpu_device}, {fmt.name}: {differs}"

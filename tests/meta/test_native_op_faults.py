@@ -1,0 +1,123 @@
+"""Native float8 ops: a cat that rewrites NaN payloads, an index_select that loses -0's sign, a
+fill that rounds toward zero, an FNUZ fill that writes -0.0 as the NaN code 0x80, an abs that
+keeps every sign, an eq that says NaN == NaN, an isnan that misses the negative NaN; each through
+the checks tests/cpu/install/test_native_ops.py runs (a stand-in of torch's OpInfo with its op
+replaced, or a stand-in write path)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import pytest
+import torch
+
+from fp8ref.harness import native_ops
+from fp8ref.harness.native_checks import check_op, check_written
+from fp8ref.reference.codec import encode
+from fp8ref.reference.formats import E4M3FN, E4M3FNUZ, FloatFormat
+
+pytestmark = pytest.mark.needs("expecttest")
+
+
+def _codes(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8)
+
+
+def _nan_payloads_rewritten(*args, **kwargs):
+    out = torch.cat(*args, **kwargs)
+    codes = _codes(out).clone()
+    codes[codes == 0xFF] = 0x7F
+    return codes.view(out.dtype).view(out.shape)
+
+
+def _negative_zero_lost(x, dim, index):
+    out = torch.index_select(x, dim, index)
+    codes = _codes(out).clone()
+    codes[codes == 0x80] = 0x00
+    return codes.view(out.dtype).view(out.shape)
+
+
+def _abs_keeps_every_sign(x):
+    return x.clone()
+
+
+def _eq_nan_equals_nan(a, b):
+    return torch.eq(a, b) | (torch.isnan(a.float()) & torch.isnan(b.float()))
+
+
+def _isnan_misses_negative_nan(x):
+    return torch.isnan(x) & (_codes(x).view(x.shape) != 0xFF)
+
+
+OP_FAULTS = {
+    "cat rewrites NaN payloads": ("cat", _nan_payloads_rewritten),
+    "index_select loses the sign of -0": ("index_select", _negative_zero_lost),
+    "abs keeps every sign": ("abs", _abs_keeps_every_sign),
+    "eq says NaN == NaN": ("eq", _eq_nan_equals_nan),
+    "isnan misses the negative NaN": ("isnan", _isnan_misses_negative_nan),
+}
+
+
+def _fill_toward_zero(fmt: FloatFormat) -> Callable[[float], torch.Tensor]:
+    def write(v: float) -> torch.Tensor:
+        code = encode(torch.tensor([v] * 4, dtype=torch.float32), fmt, rounding="rtz")
+        return code.view(fmt.torch_dtype())
+
+    return write
+
+
+def _fnuz_negative_zero_as_nan(fmt: FloatFormat) -> Callable[[float], torch.Tensor]:
+    def write(v: float) -> torch.Tensor:
+        t = torch.full((4,), v, dtype=torch.float64).to(fmt.torch_dtype())
+        if v == 0 and str(v).startswith("-"):
+            t = torch.full((4,), 0x80, dtype=torch.uint8).view(fmt.torch_dtype())
+        return t
+
+    return write
+
+
+WRITE_FAULTS = {
+    "fill rounds toward zero": (E4M3FN, _fill_toward_zero),
+    "an FNUZ fill writes -0.0 as 0x80": (E4M3FNUZ, _fnuz_negative_zero_as_nan),
+}
+FAULTS = [*OP_FAULTS, *WRITE_FAULTS]
+
+
+def _on_float8_only(broken, real):
+    """The fault in the float8 kernel alone, as a real one would be: the uint8 and float64 ways
+    the checks compare with run torch's own kernels."""
+
+    def op(*args, **kwargs):
+        leaves = [a for a in args if isinstance(a, torch.Tensor)] + [
+            t for a in args if isinstance(a, (list, tuple)) for t in a if isinstance(t, torch.Tensor)
+        ]
+        return (
+            broken(*args, **kwargs)
+            if any(t.element_size() == 1 and t.is_floating_point() for t in leaves)
+            else real(*args, **kwargs)
+        )
+
+    return op
+
+
+def native_op_fault_caught(fault: str) -> bool:
+    if fault in WRITE_FAULTS:
+        fmt, make = WRITE_FAULTS[fault]
+        return check_written(fmt, paths={"fill_": make(fmt)})["fill_"].startswith("differs")
+    name, broken = OP_FAULTS[fault]
+    real = native_ops.catalogue()[name]
+    standin = copy.copy(real)
+    standin.op = _on_float8_only(broken, real.op)
+    return bool(check_op(name, E4M3FN, op=standin).problems)
+
+
+def test_the_checks_pass_torchs_own_ops():
+    assert native_ops.catalogue_refusal() is None
+    for name, _ in OP_FAULTS.values():
+        assert check_op(name, E4M3FN).problems == [], name
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_a_native_op_fault_is_caught(fault):
+    assert native_op_fault_caught(fault), f"{fault}: not caught"
