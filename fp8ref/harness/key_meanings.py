@@ -323,6 +323,54 @@ MEANINGS: tuple[KeyMeaning, ...] = (
         "without it no native op is discovered or checked",
         "refusal",
     ),
+    # --- the FP8 API surface ---------------------------------------------------------------------------
+    _M(
+        "surface.promote.*.*",
+        "type promotion",
+        "torch.promote_types of {1} with {2}: the dtype a mixed op computes in, or the refusal",
+        "a float8 tensor mixed with {2} (a mask, a scale, a bias) computes in another dtype, or starts or "
+        "stops being refused",
+        "numerics",
+    ),
+    _M(
+        "surface.result_type.*.*",
+        "type promotion",
+        "torch.result_type of a {1} tensor with a Python {2}: float8 means the scalar is rounded into {1} "
+        "before the op",
+        "a Python constant applied to float8 data (a loss scale, an epsilon) is rounded into float8 first, or "
+        "no longer",
+        "numerics",
+    ),
+    _M(
+        "surface.add.*.*",
+        "type promotion",
+        "what a + b does with a {1} tensor and a {2} tensor: its result dtype (held to the promotion table and "
+        "the exact sum), or the refusal",
+        "mixed float8 arithmetic runs in another dtype, gives other values, or starts or stops being refused",
+        "numerics",
+    ),
+    _M(
+        "surface.schema.*",
+        "API surface",
+        "the dispatcher's schema of torch's {1} (its arguments and defaults)",
+        "an argument added, removed or with a new default: calls written for the old one fail, or change "
+        "meaning silently where a default moved",
+        "refusal",
+    ),
+    _M(
+        "surface.signature.**",
+        "API surface",
+        "the Python signature of torch.nn.functional.scaled_mm, the API torch routes MX and FP4 GEMMs through",
+        "calls written for another signature fail",
+        "refusal",
+    ),
+    _M(
+        "surface.enum.F.*",
+        "API surface",
+        "the members of torch.nn.functional.{1} (the scalings and swizzles a scaled GEMM takes)",
+        "a scaling added (a path to check) or removed (a recipe that stops running)",
+        "refusal",
+    ),
     # --- torchao ---------------------------------------------------------------------------------------
     _M(
         "torchao.recipe.*.*.fast_accum",

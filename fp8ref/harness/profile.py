@@ -561,6 +561,14 @@ def _probe_native_ops(device: str) -> dict:
     return out
 
 
+def _probe_surface(device: str) -> dict:
+    """The FP8 API surface (``surface.collect``): type promotion of each float8 dtype, Python
+    scalars with it, ``a + b`` with every other dtype, the scaled GEMM ops' schemas and enums."""
+    from . import surface
+
+    return surface.collect(device)
+
+
 def collect(device: str = "cpu", torchao: bool = True) -> dict:
     """Run every probe on ``device``; returns the profile dict. An operation the install refuses
     is recorded as ``refused: ...`` under the keys of that probe; every other key is still
@@ -574,6 +582,7 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     behaviour.update(_probe_scaled_mm(device))
     behaviour.update(_probe_special_casts(device))
     behaviour.update(_probe_native_ops(device))
+    behaviour.update(_probe_surface(device))
     if torchao:
         behaviour.update(_probe_torchao(device))
         behaviour.update(_probe_autocast(device))

@@ -121,3 +121,16 @@ def test_the_checks_pass_torchs_own_ops():
 @pytest.mark.parametrize("fault", FAULTS)
 def test_a_native_op_fault_is_caught(fault):
     assert native_op_fault_caught(fault), f"{fault}: not caught"
+
+
+def _adds_in_bfloat16(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a.float() + b.float()).to(torch.bfloat16)
+
+
+def test_an_addition_that_promotes_against_the_table_is_caught():
+    """A release that lets float8 + float32 run, but computes it in bfloat16: the promotion
+    check (tests/cpu/install/test_surface.py) says so."""
+    from fp8ref.harness.surface import mixed_add
+
+    word = mixed_add(E4M3FN, torch.float32, add=_adds_in_bfloat16)
+    assert word.startswith("gives bfloat16"), word
