@@ -53,8 +53,8 @@ def _leaves(value: Any) -> list[Any]:
     return [value]
 
 
-def _hex(codes: torch.Tensor) -> list[str]:
-    return [f"0x{int(c):02x}" for c in codes.reshape(-1).tolist()]
+def _hex(code: Any) -> str:
+    return f"0x{int(code):02x}"
 
 
 def _bytes_of(t: torch.Tensor) -> torch.Tensor:
@@ -73,7 +73,7 @@ def _movement(got: Any, ref: Any, where: str) -> str | None:
         return None
     bad = (a != b).reshape(-1).nonzero().reshape(-1)[:_SHOWN]
     flat_a, flat_b = a.reshape(-1), b.reshape(-1)
-    pairs = ", ".join(f"[{i}] {_hex(flat_a[i : i + 1])[0]} not {_hex(flat_b[i : i + 1])[0]}" for i in bad.tolist())
+    pairs = ", ".join(f"[{i}] {_hex(flat_a[i])} not {_hex(flat_b[i])}" for i in bad.tolist())
     return f"{where}: {int((a != b).sum())} of {a.numel()} bytes differ from the uint8 view's: {pairs}"
 
 
@@ -119,14 +119,11 @@ def _numbers(
         same = _same_numbers(got_v, want, mask) | over
     else:
         got_v = got.cpu()
-        if got_v.is_complex() or wide.is_complex():
-            pairs = [(torch.view_as_real(got_v.to(torch.complex128)), torch.view_as_real(wide.to(torch.complex128)))]
+        if got_v.is_complex() or wide.is_complex():  # (real and imaginary parts, both to agree)
+            real = torch.view_as_real(got_v.to(torch.complex128)), torch.view_as_real(wide.cpu().to(torch.complex128))
+            same = _same_numbers(*real, None).all(-1)
         else:
-            pairs = [(got_v.double(), wide.cpu().to(got.dtype).double())]
-        same = torch.ones(got.shape, dtype=torch.bool)
-        for g, w in pairs:
-            ok = _same_numbers(g, w, None)
-            same = same & (ok.all(-1) if g.dim() > got.dim() else ok)
+            same = _same_numbers(got_v.double(), wide.cpu().to(got.dtype).double(), None)
         if mask is not None:
             same = same | ~mask
         want = wide.cpu().to(got.dtype)
@@ -140,7 +137,7 @@ def _numbers(
     flat_want = want.reshape(-1) if want.dim() == got.dim() else want.reshape(got.numel(), -1)
     shown = []
     for i in bad:
-        text = _hex(codes.reshape(-1)[i : i + 1])[0] if codes is not None else repr(flat_got[i].item())
+        text = _hex(codes.reshape(-1)[i]) if codes is not None else repr(flat_got[i].item())
         shown.append(f"[{i}] {text} not {flat_want[i].tolist()}")
     return f"{where}: {int((~same).sum())} of {got.numel()} elements differ from the definition's: {', '.join(shown)}"
 
@@ -312,7 +309,7 @@ def check_written(
                 continue
             nan = math.isnan(v) and fmt.has_nan and bool(torch.isnan(decode(got, fmt)).all())
             if not nan and not bool((got == want).all()):
-                diffs.append(f"{v!r} -> {_hex(got[:1])[0]} (.to: {_hex(want[:1])[0]})")
+                diffs.append(f"{v!r} -> {_hex(got[0])} (.to: {_hex(want[0])})")
         if diffs:
             out[how] = "differs: " + ", ".join(diffs[:4]) + (f" (+{len(diffs) - 4})" if len(diffs) > 4 else "")
         elif len(refused) == len(values):

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from ..reference.codec import decode
-from ..reference.formats import FloatFormat, select
+from ..reference.formats import FloatFormat
 from . import probes
 from .refusals import attempt
 
@@ -37,7 +37,6 @@ __all__ = [
     "SAMPLES",
     "catalogue_refusal",
     "catalogue",
-    "float8_formats",
     "Sample",
     "samples",
     "outcome",
@@ -75,11 +74,6 @@ def catalogue() -> dict[str, Any]:
         name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
         out.setdefault(name, op)
     return out
-
-
-def float8_formats() -> list[FloatFormat]:
-    """The float8 formats whose dtype this torch has."""
-    return [f for f in select(has_torch_dtype=True) if probes.torch_dtype_refusal(f) is None]
 
 
 class Sample:
@@ -144,12 +138,21 @@ def _three_ways(codes: torch.Tensor, fmt: FloatFormat, wide: bool = True) -> dic
     return {"float8": codes.view(dtype), "uint8": codes, "float64": values}
 
 
+def _is_elementwise(op: Any) -> bool:
+    """Whether torch catalogues ``op`` as an elementwise (unary or binary) ufunc."""
+    from torch.testing._internal.opinfo.core import BinaryUfuncInfo, UnaryUfuncInfo
+
+    return isinstance(op, (UnaryUfuncInfo, BinaryUfuncInfo))
+
+
 def _every_code_samples(op: Any, fmt: FloatFormat, device: str) -> list[Sample]:
     """For torch's elementwise ops (its Unary/BinaryUfuncInfo): every code (unary) or every pair
     of codes (binary: 65,536), in one tensor (torch's vectorized path) and in tensors of 32 (its
     scalar path, taken below 64 elements on the CPU)."""
     from torch.testing._internal.opinfo.core import BinaryUfuncInfo, UnaryUfuncInfo
 
+    if not _is_elementwise(op):
+        return []
     codes = torch.arange(256, device=device).to(torch.uint8)
     inputs: list[tuple[torch.Tensor, ...]]
     if isinstance(op, UnaryUfuncInfo):
@@ -159,8 +162,6 @@ def _every_code_samples(op: Any, fmt: FloatFormat, device: str) -> list[Sample]:
         special = torch.tensor([0x00, 0x80, 0x7F, 0xFF, 0x01, 0x81, 0x7E, 0xFE], device=device).to(torch.uint8)
         sa, sb = special.repeat_interleave(8)[:32], special.repeat(8)[:32]
         inputs = [(a, b), (sa, sb)]
-    else:
-        return []
     out = []
     for args in inputs:
         ways = [_three_ways(c, fmt) for c in args]
@@ -221,7 +222,7 @@ def samples(
     along until a small one has held every code (at most ``_PASSES`` times). ``wide=False``:
     without the float64 way (whose decode the support matrix does not need)."""
     out: list[Sample] = []
-    ufunc = every_code and bool(_every_code_samples(op, fmt, device))
+    ufunc = every_code and _is_elementwise(op)
     for s in made if made is not None else _float32_samples(op, device, limit):
         smallest = min((t.numel() for t in _floats(s)), default=0)
         passes = min(_PASSES, -(-256 // smallest)) if every_code and not ufunc and smallest else 1
@@ -311,7 +312,7 @@ def _cached_matrix(device: str) -> dict[str, dict[str, str]]:
 
 
 def _support_matrix(device: str) -> dict[str, dict[str, str]]:
-    formats = float8_formats()
+    formats = probes.float8_formats()
     out = {}
     for name, op in catalogue().items():
         ok, made = attempt(functools.partial(_float32_samples, op, device, SAMPLES), device)

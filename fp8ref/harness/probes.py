@@ -19,7 +19,7 @@ import importlib.util
 
 import torch
 
-from ..reference.formats import FloatFormat, get_format
+from ..reference.formats import FloatFormat, get_format, select
 from ..reference.recipes import TORCHAO_RECIPES
 from ..reference.validate import instance, one_of
 from .gemm_probes import operand_dtypes
@@ -29,6 +29,7 @@ from .refusals import attempt
 __all__ = [
     "SCALED_MM_SCALINGS",
     "torch_dtype_refusal",
+    "float8_formats",
     "scaled_mm_refusal",
     "fp4_scaled_mm_refusal",
     "fp4_gemm_api",
@@ -51,6 +52,11 @@ def torch_dtype_refusal(fmt: str | FloatFormat) -> str | None:
     if fmt.torch_dtype() is None:
         return f"missing: torch {torch.__version__} has no {fmt.torch_name}"
     return None
+
+
+def float8_formats() -> list[FloatFormat]:
+    """The float8 formats (those with a torch dtype) whose dtype this torch has."""
+    return [f for f in select(has_torch_dtype=True) if torch_dtype_refusal(f) is None]
 
 
 @functools.cache

@@ -125,7 +125,7 @@ def _probe_float8_conversions(device: str) -> dict:
         return modes_word(r) + (f" in_range_mismatches={r.in_range_mismatches}" if r.in_range_mismatches else "")
 
     out: dict = {}
-    formats = [f for f in select(has_torch_dtype=True) if probes.torch_dtype_refusal(f) is None]
+    formats = probes.float8_formats()
     for dst in formats:
         for src in formats:
             if src == dst:
@@ -556,7 +556,7 @@ def _probe_native_ops(device: str) -> dict:
         for name, row in matrix.items()
         if any(word in ("runs", "partial") for word in row.values())
     }
-    formats = {f.name: f for f in native_ops.float8_formats()}
+    formats = {f.name: f for f in probes.float8_formats()}
     for fmt in formats.values():  # values written from Python scalars and other dtypes
         out.update({f"native.written.{fmt.name}.{how}": word for how, word in check_written(fmt, device).items()})
     for dev in NATIVE_OP_DEVIATIONS:

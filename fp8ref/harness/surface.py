@@ -19,7 +19,7 @@ import torch
 
 from ..reference.codec import decode
 from ..reference.formats import FloatFormat
-from .native_ops import float8_formats
+from .probes import float8_formats
 
 __all__ = ["OTHERS", "SCALARS", "promotion", "scalar_results", "mixed_add", "signatures", "collect"]
 

@@ -5,7 +5,7 @@ which are left unchecked with their reason."""
 
 from __future__ import annotations
 
-from fp8ref.harness import native_ops
+from fp8ref.harness import probes
 from fp8ref.harness.native_checks import OpCheck, check_op
 from fp8ref.harness.native_op_kinds import KINDS, UNCHECKED, kind_of
 
@@ -64,7 +64,7 @@ def uncovered(matrix: dict[str, dict[str, str]]) -> list[str]:
 
 def checked(names: list[str] | tuple[str, ...], matrix: dict[str, dict[str, str]], device: str) -> list[OpCheck]:
     """``check_op`` of every op of ``names`` that has a kind, on every format it runs on."""
-    formats = {f.name: f for f in native_ops.float8_formats()}
+    formats = {f.name: f for f in probes.float8_formats()}
     return [
         check_op(name, formats[fmt], device)
         for name in names

@@ -5,7 +5,7 @@ Python scalar held to .to."""
 
 import pytest
 
-from fp8ref.harness import install, native_ops
+from fp8ref.harness import install, native_ops, probes
 from fp8ref.harness.native_checks import check_written
 from tests.common import native_op_checks as noc
 
@@ -30,6 +30,6 @@ def test_the_ops_training_moves_fp8_through_keep_to_the_definition(matrix, gpu_d
 
 
 def test_a_scalar_written_into_float8_lands_where_to_puts_it(gpu_device):
-    for fmt in native_ops.float8_formats():
+    for fmt in probes.float8_formats():
         differs = {h: w for h, w in check_written(fmt, gpu_device).items() if w.startswith("differs")}
         assert not differs, f"{install.versions_line()} on {gpu_device}, {fmt.name}: {differs}"

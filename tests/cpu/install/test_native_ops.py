@@ -13,7 +13,7 @@ deviations from the definition are excused for their exact answer only
 
 import pytest
 
-from fp8ref.harness import install, native_ops
+from fp8ref.harness import install, native_ops, probes
 from fp8ref.harness.native_checks import WRITE_PATHS, check_written
 from fp8ref.harness.native_op_kinds import KINDS, kind_of
 from tests.common import native_op_checks as noc
@@ -67,13 +67,13 @@ def test_every_op_of_a_kind_that_runs_keeps_to_the_definition(kind, matrix):
     assert not bad, f"{install.versions_line()}, {len(names)} {kind} ops:\n" + "\n".join(bad[:12])
 
 
-@pytest.mark.parametrize("fmt", [f.name for f in native_ops.float8_formats()])
+@pytest.mark.parametrize("fmt", [f.name for f in probes.float8_formats()])
 def test_a_scalar_written_into_float8_lands_where_to_puts_it(fmt):
     """fill_, t[:] = v, full, full_like, new_full, torch.tensor, pad(value=), copy_ from float64:
     zeros of both signs, +-1, +-max, past max, +-inf, NaN, the smallest subnormal and half of it,
     and a value just above a tie. A path that refuses some values (fill_ refuses what overflows)
     is pinned (native.written.*), not failed; one that lands elsewhere than .to fails."""
-    words = check_written(next(f for f in native_ops.float8_formats() if f.name == fmt))
+    words = check_written(next(f for f in probes.float8_formats() if f.name == fmt))
     assert set(words) == set(WRITE_PATHS)
     differs = {how: w for how, w in words.items() if w.startswith("differs")}
     assert not differs, f"{install.versions_line()}, {fmt}: {differs}"

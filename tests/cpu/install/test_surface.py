@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from fp8ref.harness import install
-from fp8ref.harness.native_ops import float8_formats
+from fp8ref.harness.probes import float8_formats
 from fp8ref.harness.surface import OTHERS, mixed_add, promotion
 
 FORMATS = {f.name: f for f in float8_formats()}
