@@ -49,7 +49,9 @@ def record_section(request: pytest.FixtureRequest) -> Callable[[str, list[str]],
 def record_golden(request: pytest.FixtureRequest) -> Callable[..., None]:
     """``record_golden(where, device, status, lines, now=None)``: keep a golden test's comparison
     (``golden.compare_with_golden``'s status and lines) and, when ``now`` (the profile compared) is
-    given and a golden was read, its upgrade report against the golden, for ``--fp8-report``."""
+    given, a golden was read and the run writes ``--fp8-report``, its upgrade report against the
+    golden (built only then: it reads the golden and its named differences again)."""
+    wanted = bool(request.config.getoption("--fp8-report", None))
 
     def record(where: Any, device: str, status: str, lines: list[str], now: dict | None = None) -> None:
         from fp8ref.harness import upgrade_report
@@ -58,7 +60,7 @@ def record_golden(request: pytest.FixtureRequest) -> Callable[..., None]:
 
         path = golden_path(where, device)
         report = None
-        if now is not None and status in ("equal", "named", "differs"):
+        if wanted and now is not None and status in ("equal", "named", "differs"):
             accepted = named_differences(where, now, device)
             report = upgrade_report.build(load(path), now, a_name=str(path), b_name="this install", accepted=accepted)
         entry = {"device": device, "golden": str(path), "status": status, "lines": lines, "report": report}
