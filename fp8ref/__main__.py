@@ -100,7 +100,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 def _cmd_accept(args: argparse.Namespace) -> int:
     """Name B's differences from the golden A, with why, in A-installs.json (whole or not at all)."""
     from .harness.atomic import write_text
-    from .harness.profile_file import diff, install_label, named_beside
+    from .harness.profile_file import ProfileError, diff, install_label, named_beside, read_named_file
 
     why = " ".join(args.why.split())
     if not why:
@@ -109,11 +109,9 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     rows = diff(a, b)
     path = named_beside(args.a)
     try:
-        named = json.loads(path.read_text()) if path.exists() else {}
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: {exc}") from exc
-    if not isinstance(named, dict):
-        raise UsageError(f"{path}: expected a JSON object of installs, got {type(named).__name__}")
+        named = read_named_file(path) if path.exists() else {}
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from exc
     label = install_label(b)
     if not rows:
         print(f"{args.b} ({label}) does not differ from {args.a}: nothing to accept")

@@ -54,14 +54,10 @@ class KeyMeaning:
 
 @cache
 def _compile(pattern: str) -> re.Pattern[str]:
-    parts = []
-    for i, part in enumerate(pattern.split(".")):
-        if part == "**":
-            if i != len(pattern.split(".")) - 1:
-                raise ValueError(f"pattern {pattern!r}: '**' only as its last part")
-            parts.append("(.+)")
-        else:
-            parts.append("([^.]+)".join(re.escape(piece) for piece in part.split("*")))
+    pieces = pattern.split(".")
+    if "**" in pieces[:-1]:
+        raise ValueError(f"pattern {pattern!r}: '**' only as its last part")
+    parts = ["(.+)" if p == "**" else "([^.]+)".join(re.escape(x) for x in p.split("*")) for p in pieces]
     return re.compile(r"\.".join(parts) + r"\Z")
 
 

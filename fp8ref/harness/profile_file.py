@@ -29,6 +29,7 @@ __all__ = [
     "named_beside",
     "install_label",
     "read_named",
+    "read_named_file",
 ]
 
 PROFILE_VERSION = 1
@@ -150,6 +151,18 @@ def install_label(profile: dict) -> str:
     return f"torch {str(v.get('torch')).split('+')[0]}, torchao {v.get('torchao')}"
 
 
+def read_named_file(path: str | Path) -> dict:
+    """A named-differences file whole (install label -> entry); ``ProfileError`` when it cannot
+    be read or is not a JSON object."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a JSON object of installs ('torch X, torchao Y' -> entry)")
+    return data
+
+
 def read_named(path: str | Path, now: dict) -> tuple[dict, str] | None:
     """The differences the named-differences file ``path`` names for ``now``'s install (key ->
     value) and why; None when there is no such file or it does not name the install;
@@ -157,13 +170,7 @@ def read_named(path: str | Path, now: dict) -> tuple[dict, str] | None:
     path = Path(path)
     if not path.exists():
         return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ProfileError(f"{path}: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ProfileError(f"{path}: expected a JSON object of installs ('torch X, torchao Y' -> entry)")
-    entry = data.get(install_label(now))
+    entry = read_named_file(path).get(install_label(now))
     if entry is None:
         return None
     if not isinstance(entry, dict) or not isinstance(entry.get("differences"), dict) or not entry.get("why"):
