@@ -36,7 +36,7 @@ class UsageError(Exception):
 
 def _check_device(device: str) -> str:
     """A device this machine has (``install.device_kind``'s checks), as a usage error if not."""
-    from .harness.install import device_kind
+    from .harness.stack.install import device_kind
 
     try:
         device_kind(device)
@@ -46,8 +46,8 @@ def _check_device(device: str) -> str:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from .harness.profile import collect
-    from .harness.profile_file import save
+    from .harness.profiles.profile import collect
+    from .harness.profiles.profile_file import save
 
     _check_device(args.device)
     profile = collect(args.device, torchao=not args.no_torchao)
@@ -60,7 +60,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 
 
 def _load_two(args: argparse.Namespace) -> tuple[dict, dict]:
-    from .harness.profile_file import ProfileError, load
+    from .harness.profiles.profile_file import ProfileError, load
 
     try:
         return load(args.a), load(args.b)
@@ -69,12 +69,12 @@ def _load_two(args: argparse.Namespace) -> tuple[dict, dict]:
 
 
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from .harness.profile_file import ProfileError, diff, named_beside, read_named, who
+    from .harness.profiles.profile_file import ProfileError, diff, named_beside, read_named, who
 
     a, b = _load_two(args)
     rows = diff(a, b)
     if args.format != "text":
-        from .harness import upgrade_report
+        from .harness.profiles import upgrade_report
 
         try:  # the differences accepted for B's install beside A (A-installs.json), if any
             accepted = read_named(named_beside(args.a), b)
@@ -99,8 +99,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 def _cmd_accept(args: argparse.Namespace) -> int:
     """Name B's differences from the golden A, with why, in A-installs.json (whole or not at all)."""
-    from .harness.atomic import write_text
-    from .harness.profile_file import ProfileError, diff, install_label, named_beside, read_named_file
+    from .harness.profiles.atomic import write_text
+    from .harness.profiles.profile_file import ProfileError, diff, install_label, named_beside, read_named_file
 
     why = " ".join(args.why.split())
     if not why:
@@ -123,7 +123,7 @@ def _cmd_accept(args: argparse.Namespace) -> int:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .harness.bench import codec_throughput
+    from .harness.speed.bench import codec_throughput
 
     _check_device(args.device)
     if args.n < 1 or args.repeat < 1:
@@ -177,7 +177,7 @@ class _Bars:
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from .finetune import FinetuneConfig, compare, plot_losses, save_results, summary_lines
     from .finetune.config import ResourceUnavailable
-    from .harness.install import MissingPackage
+    from .harness.stack.install import MissingPackage
 
     if args.device is None:
         import torch

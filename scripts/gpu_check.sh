@@ -85,7 +85,7 @@ if [ "$dry" = 1 ]; then
 fi
 bench_args=()
 if python3 -c "import pytest_benchmark" 2>/dev/null; then
-  bench_args=(--benchmark-json="$out/benchmarks-$tier.json" --benchmark-timer=fp8ref.harness.bench.synchronized_clock)
+  bench_args=(--benchmark-json="$out/benchmarks-$tier.json" --benchmark-timer=fp8ref.harness.speed.bench.synchronized_clock)
 fi
 # pytest.ini's addopts (--strict-markers --strict-config -ra) stay in force.
 FP8REF_RESULTS_DIR="$out/more" stage "pytest-$tier" python3 -m pytest "${tier_args[@]}" "${device_args[@]}" \
@@ -99,7 +99,7 @@ if [ "$tier" = 1 ]; then
   # pinned goldens are compared separately, labelled: a difference there may be the versions'.
   stage cuda-profile python3 -m fp8ref profile --device "$device" --out "$out/cuda-profile.json" > "$out/more/profile-cuda.log" 2>&1
   stage cpu-profile python3 -m fp8ref profile --device cpu --out "$out/cpu-profile.json" > "$out/more/profile-cpu.log" 2>&1
-  kind=$(python3 -c "from fp8ref.harness.install import device_kind; print(device_kind('$device'))" 2>/dev/null || echo unknown)
+  kind=$(python3 -c "from fp8ref.harness.stack.install import device_kind; print(device_kind('$device'))" 2>/dev/null || echo unknown)
   {
     echo "== this install's CPU profile -> its $kind profile (same versions: the device's differences)"
     python3 -m fp8ref diff "$out/cpu-profile.json" "$out/cuda-profile.json" 2>&1

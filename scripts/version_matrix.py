@@ -32,8 +32,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from fp8ref.harness.profile_file import diff, load  # noqa: E402
-from fp8ref.harness.refusals import normalize  # noqa: E402
+from fp8ref.harness.profiles.profile_file import diff, load  # noqa: E402
+from fp8ref.harness.stack.refusals import normalize  # noqa: E402
 
 DEFAULT_TORCH = ["2.9.1", "2.10.0", "2.11.0", "2.12.1", "2.13.0", "2.14.1", "2.15.0"]
 DEFAULT_TORCHAO = ["0.15.0", "0.16.0", "0.17.0", "0.18.0"]
@@ -378,7 +378,7 @@ def render(results: dict) -> str:
     lines += [
         "",
         "Tests skipped because the install refused their subject (the question is asked with a minimal",
-        "call: `fp8ref.harness.install`), per install:",
+        "call: `fp8ref.harness.stack.install`), per install:",
         "",
     ]
     for e in list(t_axis.values()):

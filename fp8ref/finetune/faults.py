@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from ..harness.install import one_thread
+from ..harness.stack.install import one_thread
 from ..reference.validate import one_of
 
 __all__ = ["PERTURBATIONS", "perturbation"]

@@ -6,8 +6,8 @@ import json
 import math
 from pathlib import Path
 
-from ..harness.atomic import replacing, write_text
-from ..harness.install import require
+from ..harness.profiles.atomic import replacing, write_text
+from ..harness.stack.install import require
 from .presets import PARITY_Z
 
 __all__ = ["save_results", "summary_lines", "parity_line", "plot_losses"]

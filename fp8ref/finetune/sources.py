@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from ..harness import probes
-from ..harness.install import require, versions_line
+from ..harness.stack import probes
+from ..harness.stack.install import require, versions_line
 from .config import LOCAL_BUILDERS, FinetuneConfig, ResourceUnavailable, filled
 from .corpus import GRAMMAR, ByteTokenizer, grammar_dataset, pack
 from .presets import PRESETS

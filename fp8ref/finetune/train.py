@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-from ..harness.install import package_version, versions
-from ..harness.torchao_compat import require_torchao
+from ..harness.ao.torchao_compat import require_torchao
+from ..harness.stack.install import package_version, versions
 from ..reference.emulate import default_module_filter
 from ..reference.validate import instance
 from .config import FinetuneConfig, filled

@@ -5,7 +5,7 @@ measured in the same run, goes into the benchmark's extra_info (target: >= 0.25x
 import pytest
 import torch
 
-from fp8ref.harness.bench import best_time
+from fp8ref.harness.speed.bench import best_time
 from fp8ref.reference.codec import encode
 from fp8ref.reference.formats import select
 

@@ -6,9 +6,9 @@ native time and the chunk's cost as a multiple of it, measured in the same run."
 import pytest
 import torch
 
-from fp8ref.harness.bench import best_time
-from fp8ref.harness.implementations import torch_cast
-from fp8ref.harness.sweep import sweep_float32
+from fp8ref.harness.casts.implementations import torch_cast
+from fp8ref.harness.casts.sweep import sweep_float32
+from fp8ref.harness.speed.bench import best_time
 from fp8ref.reference.formats import E4M3FN, E5M2
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.needs("pytest_benchmark")]

@@ -1,7 +1,7 @@
 """A model converted for float8 training, checkpointed and resumed: it must continue bitwise as
 the uninterrupted run. Shared by tests/cpu/install/test_checkpoints.py and tests/meta (which
 passes a checkpoint that loses something on the way). How single tensors are kept:
-fp8ref.harness.keeping."""
+fp8ref.harness.state.keeping."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 
 import torch
 
-from fp8ref.harness.keeping import check_kept, saved_and_loaded
+from fp8ref.harness.state.keeping import check_kept, saved_and_loaded
 
 
 # --- resume --------------------------------------------------------------------------------------
@@ -78,7 +78,7 @@ REQUIRED = ("torch.save/load", "tensor_flatten/unflatten")  # what torch.compile
 
 
 def assert_kept(t: torch.Tensor, what: str, record_observation: Callable[[str, str], None]) -> None:
-    """``t`` through every way of keeping it (fp8ref.harness.keeping): each refusal recorded, no
+    """``t`` through every way of keeping it (fp8ref.harness.state.keeping): each refusal recorded, no
     field lost, and none of ``REQUIRED`` refused."""
     r = check_kept(t)
     for way, why in r.refused.items():

@@ -1,6 +1,6 @@
 """Conformance checks shared by the suite's tests and by tests/meta, which runs deliberately broken
 implementations through them: each returns None when the implementation conforms and a readable
-line when it does not. (Cast conformance is ``fp8ref.harness.conformance.check_cast``; _scaled_mm's is
+line when it does not. (Cast conformance is ``fp8ref.harness.casts.conformance.check_cast``; _scaled_mm's is
 ``tests/common/scaled_mm_checks.excess``.)"""
 
 from __future__ import annotations

@@ -12,14 +12,14 @@ from typing import Any
 
 import torch
 
-from fp8ref.harness.gemm_probes import (
+from fp8ref.harness.ao.torchao_compat import torchao_float8_linear
+from fp8ref.harness.gemm.gemm_probes import (
     accumulation_bound,
     accumulator_bits,
     half_ulp,
     interval_products,
     promotion_interval,
 )
-from fp8ref.harness.torchao_compat import torchao_float8_linear
 from fp8ref.reference.emulate import Fp8Linear
 
 U_BF16 = half_ulp(torch.bfloat16)  # 2^-8, relative

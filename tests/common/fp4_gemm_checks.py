@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import torch
 
-from fp8ref.harness import fp4_gemm
-from fp8ref.harness.gemm_probes import half_ulp, reference_bound
+from fp8ref.harness.gemm import fp4_gemm
+from fp8ref.harness.gemm.gemm_probes import half_ulp, reference_bound
 from fp8ref.reference import nvfp4
 from fp8ref.reference.formats import E2M1FN
 from fp8ref.reference.quantize import quantize

@@ -18,8 +18,8 @@ from typing import NamedTuple
 
 import torch
 
-from fp8ref.harness.deviations import explain_mx_scales
-from fp8ref.harness.refusals import attempt
+from fp8ref.harness.casts.deviations import explain_mx_scales
+from fp8ref.harness.stack.refusals import attempt
 from fp8ref.reference.codec import decode, pack_fp4
 from fp8ref.reference.formats import E8M0FNU, FloatFormat
 from fp8ref.reference.quantize import quantize, quantize_with_scale
@@ -81,7 +81,7 @@ class MxModeResult(NamedTuple):
 def check_mx_mode(to_mx: ToMx, fmt: FloatFormat, mode: str, block_size: int) -> MxModeResult:
     """``to_mx(x, fmt, block_size, mode)`` (E8M0 scale codes, element bytes as torchao holds them)
     against fp8ref on the boundary blocks. A block whose scale a known deviation explains
-    (fp8ref.harness.deviations, MX_SCALE_DEVIATIONS) is counted, and its elements are checked
+    (fp8ref.harness.casts.deviations, MX_SCALE_DEVIATIONS) is counted, and its elements are checked
     against the reference cast under the scale the implementation chose."""
     x = boundary_blocks(fmt, block_size)
     ok, got = attempt(lambda: to_mx(x, fmt, block_size, mode))

@@ -1,13 +1,13 @@
 """The native float8 op checks the CPU and the GPU suites (and tests/meta) share: the ops FP8
 training moves its numbers through, each held to its kind's check on every float8 dtype it runs
-on (fp8ref/harness/native_checks.py), and the account of which ops ran, which were refused and
+on (fp8ref/harness/native/native_checks.py), and the account of which ops ran, which were refused and
 which are left unchecked with their reason."""
 
 from __future__ import annotations
 
-from fp8ref.harness import probes
-from fp8ref.harness.native_checks import OpCheck, check_op
-from fp8ref.harness.native_op_kinds import KINDS, UNCHECKED, kind_of
+from fp8ref.harness.native.native_checks import OpCheck, check_op
+from fp8ref.harness.native.native_op_kinds import KINDS, UNCHECKED, kind_of
+from fp8ref.harness.stack import probes
 
 # What FP8 training moves its numbers through (FSDP's copy-in/copy-out, sharding, padding,
 # concatenating per-expert weights, masks, loss-scale constants): checked in the default run on

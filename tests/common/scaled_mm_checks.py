@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import torch
 import torch._dynamo
 
-from fp8ref.harness import probes
-from fp8ref.harness.gemm_probes import (
+from fp8ref.harness.gemm.gemm_probes import (
     PROMOTION_K,
     accumulator_bits,
     exact_sum_operands,
@@ -28,7 +27,8 @@ from fp8ref.harness.gemm_probes import (
     scale_forms_and_shapes,
     scale_result_rule,
 )
-from fp8ref.harness.refusals import attempt
+from fp8ref.harness.stack import probes
+from fp8ref.harness.stack.refusals import attempt
 from fp8ref.reference.codec import encode
 from fp8ref.reference.formats import E4M3FN, E5M2
 from fp8ref.reference.quantize import quantize

@@ -1,13 +1,13 @@
 """The CUDA twin of tests/cpu/install/test_autocast.py: torchao's Float8Linear under CUDA autocast
 (bfloat16) against fp8ref's layer fed the input in float32 or in the autocast dtype
-(fp8ref.harness.autocast). On CUDA torchao's forward reads the GPU autocast state, so the answer
+(fp8ref.harness.state.autocast). On CUDA torchao's forward reads the GPU autocast state, so the answer
 may differ from the CPU's; it is recorded, and pinned in the CUDA profile."""
 
 import pytest
 import torch
 
-from fp8ref.harness.autocast import autocast_answer
-from fp8ref.harness.torchao_compat import torchao_float8_linear
+from fp8ref.harness.ao.torchao_compat import torchao_float8_linear
+from fp8ref.harness.state.autocast import autocast_answer
 from fp8ref.reference.recipes import TORCHAO_RECIPES
 
 pytestmark = pytest.mark.needs("torchao")

@@ -8,10 +8,10 @@ Without a GPU these skip; with --fp8-dry-run they run on the CPU device so CI ke
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness.cast_inputs import all_16bit_inputs
-from fp8ref.harness.conformance import check_cast
-from fp8ref.harness.implementations import torch_cast
+from fp8ref.harness.casts.cast_inputs import all_16bit_inputs
+from fp8ref.harness.casts.conformance import check_cast
+from fp8ref.harness.casts.implementations import torch_cast
+from fp8ref.harness.stack import probes
 from fp8ref.reference.codec import decode
 from tests.common.params import TORCH_FORMATS
 

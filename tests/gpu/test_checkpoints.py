@@ -1,11 +1,11 @@
 """The CUDA twin of tests/cpu/install/test_checkpoints.py: float8 tensors and torchao's quantized
-subclasses held on the device through every way of keeping them (fp8ref.harness.keeping)."""
+subclasses held on the device through every way of keeping them (fp8ref.harness.state.keeping)."""
 
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness.keeping import subclass_examples
+from fp8ref.harness.stack import probes
+from fp8ref.harness.state.keeping import subclass_examples
 from tests.common.checkpoint_checks import assert_kept
 from tests.common.params import TORCH_FORMATS
 

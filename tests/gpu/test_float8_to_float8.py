@@ -5,8 +5,8 @@ answers go into the end-of-run cast section."""
 
 import pytest
 
-from fp8ref.harness import probes
-from fp8ref.harness.float8_conversions import HOWS, check_float8_to_float8
+from fp8ref.harness.casts.float8_conversions import HOWS, check_float8_to_float8
+from fp8ref.harness.stack import probes
 from fp8ref.reference.formats import select
 
 PAIRS = [

@@ -6,7 +6,7 @@ Block-scaled FP4 tensor cores exist from sm100 on."""
 import pytest
 import torch
 
-from fp8ref.harness import probes
+from fp8ref.harness.stack import probes
 from tests.common.fp4_gemm_checks import CASES, excess
 
 pytestmark = pytest.mark.sm(100, "FP4 block-scaled tensor cores")

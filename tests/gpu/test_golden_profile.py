@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from fp8ref.harness import profile
-from fp8ref.harness.golden import compare_with_golden, golden_path, pin_first
+from fp8ref.harness.profiles import profile
+from fp8ref.harness.profiles.golden import compare_with_golden, golden_path, pin_first
 
 # this test pins the device's own kind alone (not the CPU golden too)
 TEST = "tests/gpu/test_golden_profile.py"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import torch
 
-from fp8ref.harness import torchao_compat as ao
-from fp8ref.harness.refusals import attempt
+from fp8ref.harness.ao import torchao_compat as ao
+from fp8ref.harness.stack.refusals import attempt
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import mx

@@ -3,7 +3,7 @@ scale mode and block size, at the amax values that decide each mode (tests/commo
 
 import pytest
 
-from fp8ref.harness import torchao_compat as ao
+from fp8ref.harness.ao import torchao_compat as ao
 from fp8ref.reference.formats import select
 from tests.common.mx_checks import MODES, assert_every_block_size
 

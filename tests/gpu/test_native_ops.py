@@ -5,8 +5,9 @@ Python scalar held to .to."""
 
 import pytest
 
-from fp8ref.harness import install, native_ops, probes
-from fp8ref.harness.native_checks import check_written
+from fp8ref.harness.native import native_ops
+from fp8ref.harness.native.native_checks import check_written
+from fp8ref.harness.stack import install, probes
 from tests.common import native_op_checks as noc
 
 pytestmark = pytest.mark.needs("expecttest")

@@ -6,7 +6,7 @@ the exact product of the FP8 values (float64), which is what the kernel approxim
 import pytest
 import torch
 
-from fp8ref.harness import probes
+from fp8ref.harness.stack import probes
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.metrics import calc_diff, sqnr
 from fp8ref.reference.quantize import quantize

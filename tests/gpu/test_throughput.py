@@ -1,6 +1,6 @@
 """Throughput on the GPU: FP8 _scaled_mm vs bf16 mm on LLM projection shapes, Float8Linear
 forward+backward vs nn.Linear per recipe, and one training step, both compiled. The ratios come
-from fp8ref.harness.bench.device_time (CUDA events over back-to-back calls, warm-up excluded) and go into
+from fp8ref.harness.speed.bench.device_time (CUDA events over back-to-back calls, warm-up excluded) and go into
 the benchmark JSON (extra_info) and the "FP8 throughput" table at the end of the run.
 
 Only robust ratios are asserted (FP8 >= 1.3x bf16 on the 8192^3 GEMM on sm90+), never absolute
@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness.bench import LLM_GEMM_SHAPES, device_time, scaled_mm_vs_bf16, synchronized_clock
+from fp8ref.harness.speed.bench import LLM_GEMM_SHAPES, device_time, scaled_mm_vs_bf16, synchronized_clock
+from fp8ref.harness.stack import probes
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("pytest_benchmark")]
 
@@ -27,7 +27,7 @@ def _bench(benchmark: Any, fn: Callable[[], object], device: str, rounds: int = 
     """pytest-benchmark's value for ``fn`` as device time: its timer reads the clock only once the
     CUDA queue has drained (``synchronized_clock``), so each round times back-to-back launches to
     completion, warm-up excluded. (pytest-benchmark 4-5 keep the timer in ``_timer``; the public
-    way is ``--benchmark-timer fp8ref.harness.bench.synchronized_clock``, which scripts/gpu_check.sh
+    way is ``--benchmark-timer fp8ref.harness.speed.bench.synchronized_clock``, which scripts/gpu_check.sh
     passes.)"""
     if device == "cuda" and hasattr(benchmark, "_timer"):
         benchmark._timer = synchronized_clock
@@ -152,7 +152,7 @@ def test_fp4_vs_fp8_vs_bf16_gemm_throughput(
     timed with CUDA events; block scales prepared outside the timed calls. Each FP4 kind goes
     through the API this install accepts for it (``probes.fp4_gemm_api``); a kind no API runs is
     recorded in the row as refused, and the others are still timed."""
-    from fp8ref.harness import fp4_gemm
+    from fp8ref.harness.gemm import fp4_gemm
 
     apis = {kind: probes.fp4_gemm_api(kind, torch.bfloat16, gpu_device) for kind in fp4_gemm.FP4_KINDS}
     if not any(apis.values()):

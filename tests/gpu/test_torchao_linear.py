@@ -10,8 +10,8 @@ import copy
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness import torchao_compat as ao
+from fp8ref.harness.ao import torchao_compat as ao
+from fp8ref.harness.stack import probes
 from fp8ref.reference.emulate import Fp8Linear
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.metrics import sqnr

@@ -1,13 +1,13 @@
 """Float8 layers under autocast: one that rounds its input to float16 whatever the autocast dtype
 (the GPU default read on the CPU), one that rounds its output twice (through float16 to
-bfloat16); through fp8ref.harness.autocast, which tests/cpu/install/test_autocast.py uses."""
+bfloat16); through fp8ref.harness.state.autocast, which tests/cpu/install/test_autocast.py uses."""
 
 import copy
 
 import pytest
 import torch
 
-from fp8ref.harness.autocast import autocast_answer
+from fp8ref.harness.state.autocast import autocast_answer
 from fp8ref.reference.emulate import Fp8Linear
 
 

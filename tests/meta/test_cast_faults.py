@@ -13,15 +13,15 @@ import dataclasses
 import pytest
 import torch
 
-from fp8ref.harness.cast_inputs import all_16bit_inputs
-from fp8ref.harness.conformance import check_cast
-from fp8ref.harness.implementations import Implementation
-from fp8ref.harness.sweep import sweep_float32
+from fp8ref.harness.casts.cast_inputs import all_16bit_inputs
+from fp8ref.harness.casts.conformance import check_cast
+from fp8ref.harness.casts.implementations import Implementation
+from fp8ref.harness.casts.sweep import sweep_float32
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E5M2, E8M0FNU, FloatFormat
 
 
-# --- casts, through fp8ref.harness.conformance.check_cast on every bfloat16 pattern ---------------------
+# --- casts, through fp8ref.harness.casts.conformance.check_cast on every bfloat16 pattern ---------------------
 def _ties_away(x: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     rne = encode(x, fmt, saturate=True)
     low = encode(x, fmt, saturate=True, rounding="rtz")

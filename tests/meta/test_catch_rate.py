@@ -3,7 +3,8 @@ tests, so any order works): it goes into the end-of-run summary."""
 
 from __future__ import annotations
 
-from fp8ref.harness import native_ops, probes
+from fp8ref.harness.native import native_ops
+from fp8ref.harness.stack import probes
 from fp8ref.reference.formats import E4M3FN, E5M2
 from tests.meta.test_autocast_faults import FAULTS as AUTOCAST_FAULTS
 from tests.meta.test_autocast_faults import autocast_fault_caught

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fp8ref.harness.keeping import check_kept, saved_and_loaded, subclass_examples
+from fp8ref.harness.state.keeping import check_kept, saved_and_loaded, subclass_examples
 from tests.common.checkpoint_checks import check_resume
 
 pytestmark = pytest.mark.needs("torchao")

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from fp8ref.harness.cast_inputs import all_16bit_inputs
-from fp8ref.harness.conformance import check_cast
-from fp8ref.harness.float8_conversions import check_float8_to_float8, float8_codes
-from fp8ref.harness.implementations import Implementation
+from fp8ref.harness.casts.cast_inputs import all_16bit_inputs
+from fp8ref.harness.casts.conformance import check_cast
+from fp8ref.harness.casts.float8_conversions import check_float8_to_float8, float8_codes
+from fp8ref.harness.casts.implementations import Implementation
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E4M3FNUZ, E5M2, FloatFormat
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fp8ref.harness.cast_inputs import all_16bit_inputs
-from fp8ref.harness.conformance import float64_rounding
-from fp8ref.harness.implementations import Implementation
+from fp8ref.harness.casts.cast_inputs import all_16bit_inputs
+from fp8ref.harness.casts.conformance import float64_rounding
+from fp8ref.harness.casts.implementations import Implementation
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E5M2
 from tests.common.conformance_checks import (

@@ -25,8 +25,8 @@ from tests.common.conformance_checks import (
 def test_a_gemm_whose_operand_cast_changed_is_caught_alone(gemm):
     """torchao's real operands held to a recipe whose one GEMM's A operand changed format (what a
     changed call site in torchao would look like from the other side): that GEMM alone fails."""
-    from fp8ref.harness import probes
-    from fp8ref.harness import torchao_compat as ao
+    from fp8ref.harness.ao import torchao_compat as ao
+    from fp8ref.harness.stack import probes
 
     gen = torch.Generator().manual_seed(3)
     x, w = (torch.randn(32, 64, generator=gen) * 3).bfloat16(), (torch.randn(48, 64, generator=gen) / 4).bfloat16()
@@ -61,7 +61,7 @@ def _misplaced_tile_layout(scales: torch.Tensor) -> torch.Tensor:
 def test_a_misplaced_swizzle_tile_is_caught():
     from torchao.prototype.mx_formats.mx_tensor import MXTensor
 
-    from fp8ref.harness import fp4_gemm
+    from fp8ref.harness.gemm import fp4_gemm
     from fp8ref.reference.quantize import quantize
     from fp8ref.reference.scaling import mx
 
@@ -75,7 +75,7 @@ def test_a_misplaced_swizzle_tile_is_caught():
 @pytest.mark.needs("torchao")
 def test_an_mx_amax_taken_through_bfloat16_is_caught():
     """The boundary blocks tell a float32 amax from one rounded through bfloat16 first."""
-    from fp8ref.harness import torchao_compat as ao
+    from fp8ref.harness.ao import torchao_compat as ao
     from fp8ref.reference.quantize import quantize
     from fp8ref.reference.scaling import mx
 

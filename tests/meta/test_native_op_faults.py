@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from fp8ref.harness import native_ops
-from fp8ref.harness.native_checks import check_op, check_written
+from fp8ref.harness.native import native_ops
+from fp8ref.harness.native.native_checks import check_op, check_written
 from fp8ref.reference.codec import encode
 from fp8ref.reference.formats import E4M3FN, E4M3FNUZ, FloatFormat
 
@@ -130,7 +130,7 @@ def _adds_in_bfloat16(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 def test_an_addition_that_promotes_against_the_table_is_caught():
     """A release that lets float8 + float32 run, but computes it in bfloat16: the promotion
     check (tests/cpu/install/test_surface.py) says so."""
-    from fp8ref.harness.surface import mixed_add
+    from fp8ref.harness.native.surface import mixed_add
 
     word = mixed_add(E4M3FN, torch.float32, add=_adds_in_bfloat16)
     assert word.startswith("gives bfloat16"), word

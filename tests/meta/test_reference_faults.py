@@ -16,8 +16,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fp8ref.harness.cast_inputs import definition_input_classes
-from fp8ref.harness.definition_check import compare_all_modes
+from fp8ref.harness.casts.cast_inputs import definition_input_classes
+from fp8ref.harness.oracles.definition_check import compare_all_modes
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E5M2, E8M0FNU
 

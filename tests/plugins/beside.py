@@ -152,7 +152,7 @@ def finetune_tiny(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
             pytest.fail(f"the fine-tune comparison failed in its process:\n{done.stderr[-4000:]}")
         return json.loads(done.stdout)
     from fp8ref.finetune import FinetuneConfig, compare
-    from fp8ref.harness.install import one_thread
+    from fp8ref.harness.stack.install import one_thread
 
     def train() -> str:
         with one_thread():

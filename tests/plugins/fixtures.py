@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from fp8ref.harness import install
+from fp8ref.harness.stack import install
 from tests.common.paths import GOLDEN
 
 
 @pytest.fixture(scope="session")
 def skip_unless():
-    """``skip_unless(answer, what)``: skip this test when ``answer`` (from ``fp8ref.harness.install``: None
+    """``skip_unless(answer, what)``: skip this test when ``answer`` (from ``fp8ref.harness.stack.install``: None
     when the install can, else ``missing: ...`` / ``refused: ...``) says the install cannot do
     ``what``, naming the torch and torchao versions and the install's own words.
 
@@ -61,7 +61,7 @@ def no_usable_gpu() -> str | None:
 def missing_required(packages: list[str]) -> list[str]:
     """For ``--fp8-require``: one line per named package that does not import here (torchao: that
     does not import with this torch), empty when all do. ``packages`` may hold comma lists."""
-    from fp8ref.harness import probes
+    from fp8ref.harness.stack import probes
 
     names = [n.strip() for item in packages for n in item.split(",") if n.strip()]
     lines = []
@@ -130,10 +130,10 @@ def golden(request: pytest.FixtureRequest) -> Golden:
 
 @pytest.fixture(scope="session")
 def cpu_profile() -> dict:
-    """This install's behaviour profile on the CPU (``fp8ref.harness.profile.collect("cpu")``), collected
+    """This install's behaviour profile on the CPU (``fp8ref.harness.profiles.profile.collect("cpu")``), collected
     once per run (per worker under pytest-xdist): the golden test and the profile tools' tests read
     it. Work on a ``copy.deepcopy`` to change it."""
-    from fp8ref.harness.profile import collect
+    from fp8ref.harness.profiles.profile import collect
 
     return collect("cpu")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from fp8ref.harness import install, probes
+from fp8ref.harness.stack import install, probes
 from tests.common.paths import ROOT
 
 _FOLDER_MARKS = {

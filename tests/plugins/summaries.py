@@ -4,7 +4,7 @@
 (``record_oracle_report``) and the golden tests' comparisons (``record_golden``). Under
 pytest-xdist each worker sends its share to the controller, so the sections read the same with and
 without ``-n``. ``--fp8-report PATH`` writes the golden comparisons as upgrade reports
-(``fp8ref.harness.upgrade_report``) and the sections after them, for a CI job to upload: Markdown,
+(``fp8ref.harness.profiles.upgrade_report``) and the sections after them, for a CI job to upload: Markdown,
 or JSON when PATH ends in ``.json``, whole or not at all."""
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ def record_golden(request: pytest.FixtureRequest) -> Callable[..., None]:
     wanted = bool(request.config.getoption("--fp8-report", None))
 
     def record(where: Any, device: str, status: str, lines: list[str], now: dict | None = None) -> None:
-        from fp8ref.harness import upgrade_report
-        from fp8ref.harness.golden import golden_path, named_differences
-        from fp8ref.harness.profile_file import load
+        from fp8ref.harness.profiles import upgrade_report
+        from fp8ref.harness.profiles.golden import golden_path, named_differences
+        from fp8ref.harness.profiles.profile_file import load
 
         path = golden_path(where, device)
         report = None
@@ -125,7 +125,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     data = getattr(node, "workeroutput", {}).get(_WORKER_KEY)
     if not data:
         return
-    from fp8ref.harness.conformance import CastReport
+    from fp8ref.harness.casts.conformance import CastReport
 
     sections = json.loads(data)
     config = node.config
@@ -154,7 +154,7 @@ def _sections(config: pytest.Config) -> list[tuple[str, list[str]]]:
         out.append(("FP8 throughput (same-run ratios)", lines))
     reports = config.stash.get(_REPORTS_KEY, [])
     if reports:
-        from fp8ref.harness.conformance import summarize_reports
+        from fp8ref.harness.casts.conformance import summarize_reports
 
         out.append(("FP8 cast conformance (observed on this install)", summarize_reports(reports)))
     oracle_rows = config.stash.get(_ORACLE_KEY, [])
@@ -180,8 +180,8 @@ def write_run_report(path: str, golden: list[dict], sections: list[tuple[str, li
     """The run's report at ``path`` (JSON when it ends in ``.json``, else Markdown), whole or not
     at all: each golden comparison (its upgrade report, or its status line when no golden was
     read), then the end-of-run sections."""
-    from fp8ref.harness import upgrade_report
-    from fp8ref.harness.atomic import write_text
+    from fp8ref.harness.profiles import upgrade_report
+    from fp8ref.harness.profiles.atomic import write_text
 
     if str(path).endswith(".json"):
         data = {"fp8ref_run_report": 1, "exitstatus": exitstatus, "golden": golden, "sections": dict(sections)}

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-import fp8ref.harness.profile
+import fp8ref.harness.profiles.profile
 from fp8ref.__main__ import main as fp8ref_main
-from fp8ref.harness.profile_file import load
+from fp8ref.harness.profiles.profile_file import load
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout
 folder = Path(sys.argv[1])
 # the install's profile stands in as fp8ref's pinned one: no probe runs, the wiring is what is checked
 here = load(ROOT / "tests" / "golden" / "cpu.json")
-fp8ref.harness.profile.collect = lambda device="cpu", **kw: copy.deepcopy(here)
+fp8ref.harness.profiles.profile.collect = lambda device="cpu", **kw: copy.deepcopy(here)
 
 CPU_TEST = "tests/cpu/tools/test_golden_profile.py"
 GPU_TEST = "tests/gpu/test_golden_profile.py"

@@ -84,7 +84,7 @@ def _fp8_parity_under(tiny: dict, name: str) -> dict:
     """FP8 trained again under a perturbation from ``fp8ref.faults``, judged against the fixture's
     three bf16 runs (the perturbations change only torchao's FP8 path)."""
     from fp8ref.finetune.faults import perturbation
-    from fp8ref.harness.install import one_thread
+    from fp8ref.harness.stack.install import one_thread
 
     with perturbation(name), one_thread():  # the fixture's runs trained on one thread too
         res = compare(FinetuneConfig(preset="tiny", noise_runs=0))

@@ -1,14 +1,14 @@
 """torchao's Float8Linear (each recipe) under ``torch.autocast("cpu", bfloat16 / float16)``: the
 output must be fp8ref's reference layer fed the input in float32 or in the autocast dtype, rounded
-once to the dtype returned (fp8ref.harness.autocast). Which of the two, and which dtype comes out,
+once to the dtype returned (fp8ref.harness.state.autocast). Which of the two, and which dtype comes out,
 is implementation-defined: pinned as ``torchao.autocast.cpu.<dtype>.<recipe>``."""
 
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness.autocast import autocast_answer, autocast_inputs
-from fp8ref.harness.torchao_compat import torchao_float8_linear
+from fp8ref.harness.ao.torchao_compat import torchao_float8_linear
+from fp8ref.harness.stack import probes
+from fp8ref.harness.state.autocast import autocast_answer, autocast_inputs
 from fp8ref.reference.recipes import TORCHAO_RECIPES
 
 pytestmark = pytest.mark.needs("torchao")

@@ -2,7 +2,7 @@
 small, structured and property-based for float32, a full 2^32 sweep behind --fp8-slow.
 
 In-range inputs must match the codec bitwise, but where a known deviation from the definition
-(``fp8ref.harness.deviations``: named implementations, exact inputs, exact answer) explains the
+(``fp8ref.harness.casts.deviations``: named implementations, exact inputs, exact answer) explains the
 difference: that is counted, printed and, for torch, pinned in the profile. Out-of-range inputs
 (finite overflow, +-inf, E8M0's zero and negatives) are implementation-defined: each
 implementation's mode is observed, every such input is checked against the codec in that mode,
@@ -13,12 +13,12 @@ and the mode is printed in the
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness.cast_inputs import all_16bit_inputs, float32_structured_inputs
-from fp8ref.harness.conformance import check_cast, merge_reports
-from fp8ref.harness.deviations import DEVIATIONS, observe
-from fp8ref.harness.implementations import ml_dtypes_cast, torch_cast
-from fp8ref.harness.sweep import sweep_float32
+from fp8ref.harness.casts.cast_inputs import all_16bit_inputs, float32_structured_inputs
+from fp8ref.harness.casts.conformance import check_cast, merge_reports
+from fp8ref.harness.casts.deviations import DEVIATIONS, observe
+from fp8ref.harness.casts.implementations import ml_dtypes_cast, torch_cast
+from fp8ref.harness.casts.sweep import sweep_float32
+from fp8ref.harness.stack import probes
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.definition import round_by_definition
 from fp8ref.reference.formats import select

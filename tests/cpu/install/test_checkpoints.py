@@ -1,7 +1,7 @@
 """FP8 state through checkpoints: float8 tensors of every dtype, torchao's quantized tensor
 subclasses, and a model converted for float8 training resumed from a checkpoint.
 
-Every way of keeping a tensor (fp8ref.harness.keeping: torch.save/load with the default loader,
+Every way of keeping a tensor (fp8ref.harness.state.keeping: torch.save/load with the default loader,
 copy_ into a tensor of the same kind, __tensor_flatten__/__tensor_unflatten__, load_state_dict,
 safetensors for plain tensors) must give back every field bit for bit. Which ways the install
 refuses is pinned (``checkpoint.<kind>.<way>``); torch.save/load and the flatten round trip, which
@@ -10,8 +10,8 @@ torch.compile and distributed checkpoints rely on, must not be refused."""
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness.keeping import subclass_examples
+from fp8ref.harness.stack import probes
+from fp8ref.harness.state.keeping import subclass_examples
 from fp8ref.reference.recipes import TORCHAO_RECIPES
 from tests.common.checkpoint_checks import assert_kept, check_resume
 from tests.common.params import TORCH_FORMATS

@@ -3,7 +3,7 @@ qualified name, an optimizer built before conversion (tests/common/conversion_ch
 
 import pytest
 
-from fp8ref.harness import probes
+from fp8ref.harness.stack import probes
 from tests.common.conversion_checks import CHECKS, torchao_convert
 
 pytestmark = pytest.mark.needs("torchao")

@@ -10,11 +10,11 @@ target does with zero and negatives) is observed and pinned as ``cast.<dst>.from
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness.cast_inputs import all_16bit_inputs, float32_structured_inputs
-from fp8ref.harness.conformance import check_cast, float64_rounding
-from fp8ref.harness.float8_conversions import HOWS, check_float8_to_float8, copy_into
-from fp8ref.harness.implementations import torch_cast
+from fp8ref.harness.casts.cast_inputs import all_16bit_inputs, float32_structured_inputs
+from fp8ref.harness.casts.conformance import check_cast, float64_rounding
+from fp8ref.harness.casts.float8_conversions import HOWS, check_float8_to_float8, copy_into
+from fp8ref.harness.casts.implementations import torch_cast
+from fp8ref.harness.stack import probes
 from fp8ref.reference.formats import select
 
 PAIRS = [

@@ -7,7 +7,7 @@ compiled by torchao (seconds on a CPU): those two tests run with --fp8-slow."""
 import pytest
 import torch
 
-from fp8ref.harness.refusals import attempt
+from fp8ref.harness.stack.refusals import attempt
 from tests.common.optim_checks import (
     BETAS,
     EPS,

@@ -9,15 +9,15 @@ contiguous; a change in how a float64 source is rounded (pinned: ``cast.<fmt>.f6
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness.cast_inputs import (
+from fp8ref.harness.casts.cast_inputs import (
     all_16bit_inputs,
     float32_structured_inputs,
     float64_double_rounding_inputs,
     training_tensor_with,
 )
-from fp8ref.harness.conformance import float64_rounding
-from fp8ref.harness.implementations import ml_dtypes_cast, torch_cast
+from fp8ref.harness.casts.conformance import float64_rounding
+from fp8ref.harness.casts.implementations import ml_dtypes_cast, torch_cast
+from fp8ref.harness.stack import probes
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E5M2, FloatFormat, select
 from fp8ref.reference.quantize import quantize
@@ -107,7 +107,7 @@ def test_the_double_rounding_inputs_tell_the_two_answers_apart(fmt):
 def test_torchao_dynamic_cast_of_views_and_float16_is_bitwise_the_reference(source, g):
     """torchao's dynamic cast (scale and codes) of float16 sources and of non-contiguous views,
     against fp8ref's quantize of the same values."""
-    from fp8ref.harness import torchao_compat as ao
+    from fp8ref.harness.ao import torchao_compat as ao
 
     gen = torch.Generator().manual_seed(2)
     x = (torch.randn(64, 96, generator=gen) * torch.exp2(torch.randint(-6, 6, (64, 1), generator=gen).float())).to(
@@ -139,7 +139,7 @@ def test_a_nan_or_inf_inside_an_activation_is_cast_as_the_reference_casts_it(spe
     scale and NaN codes for its whole scaling group, an inf a zero scale (so inf * 0 = NaN and
     the group's finite values become zeros). Held bitwise to fp8ref's formula, which propagates
     them the same way, so a change in either shows."""
-    from fp8ref.harness import torchao_compat as ao
+    from fp8ref.harness.ao import torchao_compat as ao
 
     x = training_tensor_with(special)
     codes, scale = ao.dynamic_cast(x, E4M3FN, g, False)

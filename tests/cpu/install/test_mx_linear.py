@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fp8ref.harness import fp4_gemm
-from fp8ref.harness.refusals import attempt
+from fp8ref.harness.gemm import fp4_gemm
+from fp8ref.harness.stack.refusals import attempt
 from fp8ref.reference import nvfp4
 from fp8ref.reference.emulate import cast_operand
 from fp8ref.reference.formats import E2M1FN, E4M3FN, E5M2
@@ -140,7 +140,7 @@ def test_mx_scale_at_the_amax_boundaries(dtype, mode):
     """Blocks whose amax is a power of two, or one ulp of the block's own dtype below or above
     one (for RCEIL, times the element max): where a float32 amax taken through bfloat16 rounds to
     the power of two and moves the E8M0 exponent. torchao's to_mx and fp8ref agree bitwise."""
-    from fp8ref.harness import torchao_compat as ao
+    from fp8ref.harness.ao import torchao_compat as ao
 
     k = torch.arange(-20, 21, dtype=torch.float32)
     base = torch.exp2(k) * (1.0 if mode == "floor" else E4M3FN.max)

@@ -7,7 +7,7 @@ pinned (``torchao.mx.partial_block``)."""
 import pytest
 import torch
 
-from fp8ref.harness import torchao_compat as ao
+from fp8ref.harness.ao import torchao_compat as ao
 from fp8ref.reference.formats import select
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import mx

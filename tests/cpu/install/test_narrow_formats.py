@@ -10,10 +10,10 @@ reported, not judged.
 import pytest
 import torch
 
-from fp8ref.harness import torchao_compat as ao
-from fp8ref.harness.cast_inputs import all_16bit_inputs, float32_structured_inputs
-from fp8ref.harness.conformance import check_cast
-from fp8ref.harness.implementations import ml_dtypes_cast
+from fp8ref.harness.ao import torchao_compat as ao
+from fp8ref.harness.casts.cast_inputs import all_16bit_inputs, float32_structured_inputs
+from fp8ref.harness.casts.conformance import check_cast
+from fp8ref.harness.casts.implementations import ml_dtypes_cast
 from fp8ref.reference.codec import decode, encode, pack_fp4, unpack_fp4
 from fp8ref.reference.formats import E2M1FN, E2M3FN, E3M2FN, E4M3FN, UE4M3, select
 

@@ -2,7 +2,7 @@
 listed here: which run on each float8 dtype (pinned in the profile as ``native.<op>``), each op
 that runs held to the definition by its kind (data movement bitwise against the uint8 view,
 values written as ``.to`` writes them, arithmetic and comparisons as the exact result rounded
-once; fp8ref/harness/native_op_kinds.py), every way of writing a Python scalar into float8, and an
+once; fp8ref/harness/native/native_op_kinds.py), every way of writing a Python scalar into float8, and an
 account of what ran, what was refused and what is left unchecked with its reason.
 
 Why a check may fail: a torch release that adds a float8 kernel (an op that starts to run) adds
@@ -13,9 +13,10 @@ deviations from the definition are excused for their exact answer only
 
 import pytest
 
-from fp8ref.harness import install, native_ops, probes
-from fp8ref.harness.native_checks import WRITE_PATHS, check_written
-from fp8ref.harness.native_op_kinds import KINDS, kind_of
+from fp8ref.harness.native import native_ops
+from fp8ref.harness.native.native_checks import WRITE_PATHS, check_written
+from fp8ref.harness.native.native_op_kinds import KINDS, kind_of
+from fp8ref.harness.stack import install, probes
 from tests.common import native_op_checks as noc
 
 pytestmark = pytest.mark.needs("expecttest")
@@ -32,7 +33,7 @@ def test_every_op_that_runs_on_float8_has_a_check_or_a_reason(matrix, record_sec
     missing = noc.uncovered(matrix)
     assert not missing, (
         f"{install.versions_line()} runs these float8 ops, which no check covers: {missing}; give each a kind "
-        "or a reason in fp8ref/harness/native_op_kinds.py"
+        "or a reason in fp8ref/harness/native/native_op_kinds.py"
     )
 
 

@@ -1,4 +1,4 @@
-"""The install's FP8 API surface (fp8ref/harness/surface.py), pinned in the profile
+"""The install's FP8 API surface (fp8ref/harness/native/surface.py), pinned in the profile
 (``surface.*``), and what of it the definition or the promotion lattice decides, asserted: the
 promotion table is symmetric and never promotes a float8 dtype to one that cannot hold its
 values; a + b of a float8 tensor with another dtype, where it runs, gives the table's dtype and
@@ -8,9 +8,9 @@ pair is refused), changes what a Python scalar does, or changes a scaled GEMM's 
 import pytest
 import torch
 
-from fp8ref.harness import install
-from fp8ref.harness.probes import float8_formats
-from fp8ref.harness.surface import OTHERS, mixed_add, promotion
+from fp8ref.harness.native.surface import OTHERS, mixed_add, promotion
+from fp8ref.harness.stack import install
+from fp8ref.harness.stack.probes import float8_formats
 
 FORMATS = {f.name: f for f in float8_formats()}
 

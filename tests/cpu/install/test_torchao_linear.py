@@ -11,9 +11,9 @@ import dataclasses
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness import torchao_compat as ao
-from fp8ref.harness.gemm_probes import half_ulp
+from fp8ref.harness.ao import torchao_compat as ao
+from fp8ref.harness.gemm.gemm_probes import half_ulp
+from fp8ref.harness.stack import probes
 from fp8ref.reference.emulate import Fp8Linear, convert, emulated_gemm
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.metrics import sqnr

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from fp8ref.harness import torchao_compat as ao
+from fp8ref.harness.ao import torchao_compat as ao
 from fp8ref.reference.codec import decode
 from fp8ref.reference.formats import E4M3FN, E5M2, select
 from fp8ref.reference.quantize import Quantized, quantize

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from fp8ref.harness.cast_inputs import float32_structured_inputs
+from fp8ref.harness.casts.cast_inputs import float32_structured_inputs
 from fp8ref.reference import codec
 from fp8ref.reference.codec import _encode_exact, decode, encode, round_to_format
 from fp8ref.reference.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, select

@@ -12,8 +12,8 @@ import math
 import pytest
 import torch
 
-from fp8ref.harness.cast_inputs import definition_input_classes
-from fp8ref.harness.definition_check import compare_all_modes
+from fp8ref.harness.casts.cast_inputs import definition_input_classes
+from fp8ref.harness.oracles.definition_check import compare_all_modes
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.definition import (
     beyond_max,

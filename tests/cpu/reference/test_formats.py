@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from fp8ref.harness import probes
+from fp8ref.harness.stack import probes
 from fp8ref.reference.formats import E4M3FN, E4M3FNUZ, E5M2, E5M2FNUZ, E8M0FNU, FloatFormat, get_format, select
 from tests.common.params import TORCH_FORMATS
 

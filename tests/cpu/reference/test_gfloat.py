@@ -1,6 +1,6 @@
 """gfloat, a third independent oracle: decode of every code, and rounding (RNE and RTZ, saturating
 and not; SR with mirrored random bits where its rule and fp8ref's coincide) on the same input
-classes the definition is checked on, for every format gfloat defines (``harness.gfloat_oracle``:
+classes the definition is checked on, for every format gfloat defines (``harness.oracles.gfloat_oracle``:
 OCP E4M3/E5M2/E8M0, MX FP6/FP4, and E4M3FNUZ/E5M2FNUZ as P3109 finite formats; UE4M3 has none);
 and MX block scaling (FLOOR) through gfloat's block quantization. The inputs gfloat leaves
 undefined or reads differently are left out, by reason, and counted in the end-of-run section.
@@ -9,9 +9,9 @@ undefined or reads differently are left out, by reason, and counted in the end-o
 import pytest
 import torch
 
-from fp8ref.harness import gfloat_oracle as gfo
-from fp8ref.harness.cast_inputs import definition_input_classes
-from fp8ref.harness.definition_check import DefinitionReport, sr_bit_sets
+from fp8ref.harness.casts.cast_inputs import definition_input_classes
+from fp8ref.harness.oracles import gfloat_oracle as gfo
+from fp8ref.harness.oracles.definition_check import DefinitionReport, sr_bit_sets
 from fp8ref.reference.codec import decode, decode_table, encode
 from fp8ref.reference.formats import FORMATS, select
 from fp8ref.reference.quantize import quantize

@@ -4,7 +4,7 @@ against its definition, then torchao's nvfp4_quantize / NVFP4Tensor against the 
 import pytest
 import torch
 
-from fp8ref.harness import torchao_compat as ao
+from fp8ref.harness.ao import torchao_compat as ao
 from fp8ref.reference import nvfp4
 from fp8ref.reference.codec import decode, encode, unpack_fp4
 from fp8ref.reference.formats import E2M1FN, UE4M3

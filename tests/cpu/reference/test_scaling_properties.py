@@ -12,7 +12,7 @@ float32 (relative error <= 2^-24 each), so the bound gets a 2^-22 allowance.
 import pytest
 import torch
 
-from fp8ref.harness.install import needs_package
+from fp8ref.harness.stack.install import needs_package
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.delayed import DelayedScaling, te_scale
 from fp8ref.reference.formats import E4M3FN, select

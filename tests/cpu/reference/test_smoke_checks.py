@@ -7,7 +7,7 @@ in-range bound), and which outcome this install has is reported in the summary.
 
 import torch
 
-from fp8ref.harness.mlp_problem import mlp_regression_problem, train_mlp
+from fp8ref.harness.gemm.mlp_problem import mlp_regression_problem, train_mlp
 from fp8ref.reference.formats import E4M3FN, E5M2
 from fp8ref.reference.quantize import quantize, quantize_with_scale
 from fp8ref.reference.scaling import amax_to_scale, tile

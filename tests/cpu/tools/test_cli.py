@@ -5,7 +5,7 @@ import json
 import pytest
 
 from fp8ref.__main__ import main
-from fp8ref.harness.bench import best_time, codec_throughput
+from fp8ref.harness.speed.bench import best_time, codec_throughput
 from fp8ref.reference.formats import FORMATS
 from tests.common.beside import fp8ref_main_each, main_each_report
 from tests.common.paths import GOLDEN
@@ -86,7 +86,7 @@ def test_bench_rejects_bad_arguments(call, match):
 
 
 def test_peak_table_matches_exact_device_models_only():
-    from fp8ref.harness.bench import gemm_tflops, peak_tflops
+    from fp8ref.harness.speed.bench import gemm_tflops, peak_tflops
 
     assert peak_tflops("NVIDIA H100 PCIe")["bf16"] == 756.0
     assert peak_tflops("NVIDIA H100 80GB HBM3") == {"bf16": 989.0, "fp8": 1979.0}
@@ -101,7 +101,7 @@ def test_peak_table_matches_exact_device_models_only():
 
 
 def test_scaled_mm_vs_bf16_reports_both_and_their_ratio_on_cpu():
-    from fp8ref.harness.bench import scaled_mm_vs_bf16
+    from fp8ref.harness.speed.bench import scaled_mm_vs_bf16
 
     row = scaled_mm_vs_bf16(32, 64, 48, device="cpu", repeat=1)
     assert row["fp8_over_bf16"] == pytest.approx(row["fp8_tflops"] / row["bf16_tflops"])

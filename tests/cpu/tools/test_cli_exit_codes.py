@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from fp8ref.__main__ import main
-from fp8ref.harness import atomic, install
+from fp8ref.harness.profiles import atomic
+from fp8ref.harness.stack import install
 from tests.common.beside import fp8ref_cli
 from tests.common.paths import GOLDEN
 
@@ -98,26 +99,26 @@ def test_debug_shows_the_traceback_and_keeps_the_exit_code(files, capsys):
 
 
 def test_a_bug_exits_3_with_its_traceback(monkeypatch, capsys):
-    import fp8ref.harness.profile
+    import fp8ref.harness.profiles.profile
 
     def broken(*a, **k):
         raise KeyError("a bug")
 
-    monkeypatch.setattr(fp8ref.harness.profile, "collect", broken)
+    monkeypatch.setattr(fp8ref.harness.profiles.profile, "collect", broken)
     assert main(["profile", "--no-torchao"]) == 3
     err = capsys.readouterr().err
     assert "Traceback" in err and "KeyError" in err and "internal error" in err
 
 
 def test_an_interrupted_profile_leaves_no_file(monkeypatch, tmp_path, capsys):
-    import fp8ref.harness.profile
+    import fp8ref.harness.profiles.profile
 
     out = tmp_path / "p.json"
 
     def interrupted(*a, **k):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(fp8ref.harness.profile, "collect", interrupted)
+    monkeypatch.setattr(fp8ref.harness.profiles.profile, "collect", interrupted)
     assert main(["profile", "--out", str(out)]) == 130
     assert not out.exists() and list(tmp_path.iterdir()) == []
 

@@ -6,8 +6,7 @@ import math
 import pytest
 import torch
 
-from fp8ref.harness import probes
-from fp8ref.harness.gemm_probes import (
+from fp8ref.harness.gemm.gemm_probes import (
     accumulation_bound,
     accumulator_bits,
     interval_products,
@@ -15,7 +14,8 @@ from fp8ref.harness.gemm_probes import (
     scale_result_rule,
     scaled_mm_kernels,
 )
-from fp8ref.harness.profile_file import diff
+from fp8ref.harness.profiles.profile_file import diff
+from fp8ref.harness.stack import probes
 from tests.common.scaled_mm_checks import case, excess, run
 from tests.common.scaled_mm_checks import stand_in as _stand_in
 
@@ -108,7 +108,7 @@ def test_exact_sum_checks_still_catch_a_float32_output_rounded_through_bf16(scal
 
 
 def test_exact_sum_operands_keep_every_partial_sum_exact_at_12_bits():
-    from fp8ref.harness.gemm_probes import exact_sum_operands
+    from fp8ref.harness.gemm.gemm_probes import exact_sum_operands
 
     a, b = exact_sum_operands(64, 1024, 48)
     partial = (a.double()[:, None, :] * b.double()[None, :, :]).cumsum(-1)
@@ -119,7 +119,7 @@ def test_exact_sum_operands_keep_every_partial_sum_exact_at_12_bits():
 
 
 def test_the_scale_form_probe_catches_a_one_element_scale_read_as_one(monkeypatch):
-    from fp8ref.harness.gemm_probes import scale_forms_and_shapes
+    from fp8ref.harness.gemm.gemm_probes import scale_forms_and_shapes
 
     monkeypatch.setattr(torch, "_scaled_mm", _stand_in())
     assert not [v for v in scale_forms_and_shapes("cpu").values() if v.startswith("wrong")]

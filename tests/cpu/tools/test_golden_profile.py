@@ -22,7 +22,7 @@ still fails.
 
 import pytest
 
-from fp8ref.harness.golden import compare_with_golden, install_label, named_differences
+from fp8ref.harness.profiles.golden import compare_with_golden, install_label, named_differences
 from tests.plugins.gating import unmet_torchao
 
 TEST = "tests/cpu/tools/test_golden_profile.py"

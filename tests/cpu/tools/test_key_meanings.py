@@ -1,5 +1,5 @@
 """Every key a behaviour profile holds has a written meaning, consequence and severity
-(fp8ref/harness/key_meanings.py): the golden's keys, the keys the installs CI runs are known to
+(fp8ref/harness/profiles/key_meanings.py): the golden's keys, the keys the installs CI runs are known to
 differ in, and every key this install's profile holds. A new probe's key without a row fails
 here, naming it."""
 
@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from fp8ref.harness.key_meanings import MEANINGS, SEVERITIES, KeyMeaning, describe, meaning_of, severity_of
+from fp8ref.harness.profiles.key_meanings import MEANINGS, SEVERITIES, KeyMeaning, describe, meaning_of, severity_of
 from tests.common.paths import GOLDEN
 
 
@@ -26,12 +26,12 @@ def _unexplained(keys: Iterable[str]) -> list[str]:
 
 def test_every_key_of_the_golden_and_of_the_named_installs_has_a_meaning():
     missing = _unexplained(_golden_keys())
-    assert not missing, f"no row of fp8ref/harness/key_meanings.py explains {len(missing)} keys: {missing[:10]}"
+    assert not missing, f"no row of fp8ref/harness/profiles/key_meanings.py explains {len(missing)} keys: {missing[:10]}"
 
 
 def test_every_key_of_this_installs_profile_has_a_meaning(cpu_profile):
     missing = _unexplained(cpu_profile["behaviour"])
-    assert not missing, f"no row of fp8ref/harness/key_meanings.py explains {len(missing)} keys: {missing[:10]}"
+    assert not missing, f"no row of fp8ref/harness/profiles/key_meanings.py explains {len(missing)} keys: {missing[:10]}"
 
 
 def test_the_keys_an_install_without_torchao_or_a_dtype_writes_have_a_meaning():

@@ -171,7 +171,7 @@ def test_every_module_keeps_to_its_layer():
 @pytest.mark.parametrize(
     "source,expect",
     [
-        ("from ..harness.profile import collect\n", "imports fp8ref.harness.profile (harness)"),
+        ("from ..harness.profiles.profile import collect\n", "imports fp8ref.harness.profiles.profile (harness)"),
         ("from fp8ref.harness import probes\n", "imports fp8ref.harness (harness)"),
         ("import torchao\n", "imports torchao"),
         ("def f():\n    import matplotlib\n", "imports matplotlib, which only the application may"),

@@ -84,7 +84,7 @@ def test_a_required_package_that_is_missing_fails_the_run():
 
 
 def test_required_packages_are_read_from_comma_lists_and_torchao_must_import(monkeypatch):
-    from fp8ref.harness import probes
+    from fp8ref.harness.stack import probes
     from tests.plugins.fixtures import missing_required
 
     assert missing_required(["pytest,torch", "torch"]) == []

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from fp8ref.harness import install, probes
+from fp8ref.harness.stack import install, probes
 from tests.plugins import gating
 
 

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from fp8ref.__main__ import main
-from fp8ref.harness.golden import compare_with_golden
-from fp8ref.harness.install import device_kind
-from fp8ref.harness.profile_file import TOLERANCES, ProfileError, diff, format_diff, load, save
+from fp8ref.harness.profiles.golden import compare_with_golden
+from fp8ref.harness.profiles.profile_file import TOLERANCES, ProfileError, diff, format_diff, load, save
+from fp8ref.harness.stack.install import device_kind
 from tests.gpu.test_golden_profile import HOW_TO_PIN as GPU_PIN
 
 
@@ -54,11 +54,13 @@ def test_a_changed_golden_fails_with_readable_lines(tmp_path, here):
 
 
 def test_compare_with_golden_collects_this_install_when_not_given_a_profile(tmp_path, here, monkeypatch):
-    import fp8ref.harness.profile
+    import fp8ref.harness.profiles.profile
 
     seen = []
-    real = fp8ref.harness.profile.collect
-    monkeypatch.setattr(fp8ref.harness.profile, "collect", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1])
+    real = fp8ref.harness.profiles.profile.collect
+    monkeypatch.setattr(
+        fp8ref.harness.profiles.profile, "collect", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1]
+    )
     save(here, tmp_path / "cpu.json")
     status, lines = compare_with_golden(tmp_path, "cpu")  # collects again: same install, same answers
     assert (status, lines) == ("equal", [])
@@ -76,11 +78,11 @@ def test_missing_golden_says_how_to_pin(tmp_path, here):
 def test_a_missing_golden_is_found_before_collecting(tmp_path, monkeypatch):
     """On a GPU runner collecting takes tens of seconds: a missing golden says so at once, and
     names the test that pins only this device kind's file (not the CPU golden too)."""
-    import fp8ref.harness.golden
-    import fp8ref.harness.profile
+    import fp8ref.harness.profiles.golden
+    import fp8ref.harness.profiles.profile
 
-    monkeypatch.setattr(fp8ref.harness.profile, "collect", lambda *a, **k: pytest.fail("collected"))
-    monkeypatch.setattr(fp8ref.harness.golden, "device_kind", lambda device: "cuda-sm90")
+    monkeypatch.setattr(fp8ref.harness.profiles.profile, "collect", lambda *a, **k: pytest.fail("collected"))
+    monkeypatch.setattr(fp8ref.harness.profiles.golden, "device_kind", lambda device: "cuda-sm90")
     status, lines = compare_with_golden(tmp_path, "cuda", how_to_pin=GPU_PIN)
     assert status == "missing" and "cuda-sm90" in lines[0]
     assert f"`{GPU_PIN}`" in lines[0]
@@ -107,10 +109,10 @@ def test_order_dependent_numbers_compare_within_their_tolerance():
 def test_cli_profile_round_trips(tmp_path, capsys, here, monkeypatch):
     """profile --out writes what collect returned (the run's collection stands in for a third
     one: the golden test and the test above collect for real), and diff reads it back."""
-    import fp8ref.harness.profile
+    import fp8ref.harness.profiles.profile
 
     calls = []
-    monkeypatch.setattr(fp8ref.harness.profile, "collect", lambda *a, **k: calls.append((a, k)) or here)
+    monkeypatch.setattr(fp8ref.harness.profiles.profile, "collect", lambda *a, **k: calls.append((a, k)) or here)
     out = tmp_path / "now.json"
     assert main(["profile", "--out", str(out)]) == 0
     assert calls == [(("cpu",), {"torchao": True})] and load(out) == here
@@ -152,7 +154,7 @@ def test_a_corrupted_golden_names_the_file_and_how_to_re_pin(tmp_path, content):
 def test_a_first_run_pins_then_collects_again_and_compares(tmp_path, here):
     """With no golden for a device kind, pin_first pins to the run's folder and a second
     collection must match: a deterministic profile is "pinned", one that changes is caught."""
-    from fp8ref.harness.golden import pin_first
+    from fp8ref.harness.profiles.golden import pin_first
 
     status, lines = pin_first(tmp_path / "out", "cpu", collect=lambda device: copy.deepcopy(here))
     assert status == "pinned" and (tmp_path / "out" / "cpu.json").is_file() and "tests/golden/cpu.json" in lines[0]

@@ -8,8 +8,9 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from fp8ref.harness import probes, profile
-from fp8ref.harness.refusals import attempt, describe, is_refusal, normalize, refusal
+from fp8ref.harness.profiles import profile
+from fp8ref.harness.stack import probes
+from fp8ref.harness.stack.refusals import attempt, describe, is_refusal, normalize, refusal
 from fp8ref.reference import codec
 from fp8ref.reference.formats import get_format
 from fp8ref.reference.recipes import TORCHAO_RECIPES

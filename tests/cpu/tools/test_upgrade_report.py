@@ -9,10 +9,10 @@ import json
 import pytest
 
 from fp8ref.__main__ import main
-from fp8ref.harness import upgrade_report
-from fp8ref.harness.golden import compare_with_golden
-from fp8ref.harness.key_meanings import SEVERITIES
-from fp8ref.harness.profile_file import diff, install_label, load, save
+from fp8ref.harness.profiles import upgrade_report
+from fp8ref.harness.profiles.golden import compare_with_golden
+from fp8ref.harness.profiles.key_meanings import SEVERITIES
+from fp8ref.harness.profiles.profile_file import diff, install_label, load, save
 from tests.common.paths import GOLDEN
 
 OLDEST = "torch 2.9.1, torchao 0.17.0"

@@ -1,0 +1,220 @@
+"""Known deviations of implementations from the format definition, named and bounded.
+
+The definition decides (docs/design.md): when an implementation's cast differs from the codec and
+the codec is right by the definition (``reference.definition``, gfloat), only that implementation
+is excused, and only for exactly the inputs and the answer written here. Its mismatches are then
+counted as a deviation in its ``CastReport`` (printed at the end of the run) instead of failing
+the test, and the behaviour profile records which answer the install gives (``observe``), so an
+install that starts or stops deviating changes one pinned key. Any other mismatch still fails.
+
+Each entry says which implementations (by name: ``torch-cpu``, ``torch-cuda``, ``ml_dtypes``)
+showed it on which versions, and which did not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+
+from ...reference.codec import encode
+from ...reference.formats import E8M0FNU, FloatFormat
+from .implementations import Implementation
+
+__all__ = [
+    "Deviation",
+    "DEVIATIONS",
+    "explain",
+    "observe",
+    "for_format",
+    "MxScaleDeviation",
+    "MX_SCALE_DEVIATIONS",
+    "explain_mx_scales",
+    "NativeOpDeviation",
+    "NATIVE_OP_DEVIATIONS",
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class Deviation:
+    key: str  # a short name, also the profile key's last part
+    fmt: FloatFormat
+    impls: tuple[str, ...]  # implementation-name prefixes it may excuse
+    what: str  # the deviation in one line: inputs, definition, their answer
+    seen: str  # the versions it was observed on, and those it was not
+    inputs: Callable[[torch.Tensor], torch.Tensor]  # mask: the inputs it concerns
+    answer: Callable[[torch.Tensor], torch.Tensor]  # the codes a deviating implementation gives there
+    probe: Callable[[], torch.Tensor]  # a few inputs that tell the two answers apart
+
+    def applies_to(self, impl: Implementation) -> bool:
+        return impl.name.startswith(self.impls)
+
+
+def _e8m0_band(x: torch.Tensor) -> torch.Tensor:
+    a = x.float()
+    return (a > 2.0**-127) & (a < 1.5 * 2.0**-127)
+
+
+E8M0_F32_SUBNORMAL_GRID = Deviation(
+    key="f32_subnormal_grid",
+    fmt=E8M0FNU,
+    impls=("torch", "ml_dtypes"),
+    what=(
+        "E8M0 of x in (2^-127, 1.5 x 2^-127) (float32 subnormals; bfloat16 0x0041-0x005F) gives 2^-126 "
+        "(0x01): rounded on float32's 2^-126 grid; the nearest value, by the definition, is 2^-127 (0x00)"
+    ),
+    seen="torch 2.13.0 (CPU), ml_dtypes 0.6.0; not ml_dtypes 0.7.0, gfloat 0.5.2 (they follow the definition)",
+    inputs=_e8m0_band,
+    answer=lambda x: torch.ones(x.shape, dtype=torch.uint8),
+    probe=lambda: torch.tensor([0x00400001, 0x00500000, 0x005FFFFF], dtype=torch.int32).view(torch.float32),
+)
+
+DEVIATIONS: tuple[Deviation, ...] = (E8M0_F32_SUBNORMAL_GRID,)
+
+
+def for_format(fmt: FloatFormat) -> tuple[Deviation, ...]:
+    return tuple(d for d in DEVIATIONS if d.fmt == fmt)
+
+
+def explain(
+    impl: Implementation, fmt: FloatFormat, x: torch.Tensor, got: torch.Tensor, bad: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, int]]:
+    """Of the mismatching inputs ``bad``, those a known deviation of ``impl`` explains (its inputs,
+    its answer), and how many per deviation."""
+    explained = torch.zeros_like(bad)
+    counts: dict[str, int] = {}
+    for d in for_format(fmt):
+        if not d.applies_to(impl) or not bool(bad.any()):
+            continue
+        mine = bad & d.inputs(x) & (got == d.answer(x))
+        n = int(mine.sum())
+        if n:
+            explained |= mine
+            counts[d.key] = n
+    return explained, counts
+
+
+def observe(impl: Implementation, d: Deviation) -> str:
+    """What ``impl`` gives on the deviation's probe inputs: ``definition``, ``deviates: <what>``,
+    or ``other: ...`` when it gives neither answer."""
+    x = d.probe()
+    got = impl.cast(x).reshape(-1)
+    if torch.equal(got, encode(x, d.fmt)):
+        return "definition"
+    if torch.equal(got, d.answer(x)):
+        return f"deviates: {d.what.split(':')[0]}"
+    return "other: codes " + " ".join(f"0x{int(c):02x}" for c in got)
+
+
+# --- MX block scales ----------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class MxScaleDeviation:
+    """A known deviation of an MX scale computation: for ``mode``, the blocks whose amax lies in
+    ``inputs`` get ``answer`` (E8M0 codes) instead of the definition's scale."""
+
+    key: str
+    mode: str
+    what: str
+    seen: str
+    answer: Callable[[torch.Tensor, FloatFormat], torch.Tensor]  # (float32 amax, element format) -> codes
+
+
+def _rceil_through_float32_log2(amax: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+    # the deviating computation, written out: amax / max and its log2, each rounded to float32
+    e = torch.ceil(torch.log2(amax.float() / torch.tensor(fmt.max, dtype=torch.float32)))
+    return (e.clamp(-127, 127) + 127).to(torch.uint8)
+
+
+TORCHAO_RCEIL_F32_LOG2 = MxScaleDeviation(
+    key="rceil_f32_log2",
+    mode="rceil",
+    what=(
+        "RCEIL of an amax just above max_elem x 2^k (within float32's log2 resolution at k) gives 2^k: "
+        "torchao's eager fallback takes ceil(log2(amax / max)) in float32, whose log2 rounds k + tiny to k; "
+        "by the definition (cuBLAS's cvt.rp to UE8M0 agrees) it is 2^(k+1)"
+    ),
+    seen="torchao 0.18.0 eager on CPU with torch 2.13.0 (float32 blocks; a bfloat16 amax is never that close)",
+    answer=_rceil_through_float32_log2,
+)
+
+MX_SCALE_DEVIATIONS: tuple[MxScaleDeviation, ...] = (TORCHAO_RCEIL_F32_LOG2,)
+
+
+def explain_mx_scales(
+    mode: str, fmt: FloatFormat, amax: torch.Tensor, got: torch.Tensor, bad: torch.Tensor
+) -> tuple[torch.Tensor, dict[str, int]]:
+    """Of the blocks whose E8M0 scale ``got`` differs from the definition (``bad``), those a known
+    MX scale deviation for ``mode`` explains (its exact answer), and how many per deviation."""
+    explained = torch.zeros_like(bad)
+    counts: dict[str, int] = {}
+    for d in MX_SCALE_DEVIATIONS:
+        if d.mode != str(mode) or not bool(bad.any()):
+            continue
+        mine = bad & (got == d.answer(amax, fmt))
+        if int(mine.sum()):
+            explained |= mine
+            counts[d.key] = int(mine.sum())
+    return explained, counts
+
+
+@dataclasses.dataclass(frozen=True)
+class NativeOpDeviation:
+    """A native float8 op's known answer where the definition gives another: excused for exactly
+    the elements ``answer`` marks (given the op's output, the sample's input codes and the
+    format), nowhere else; ``native_checks`` counts them and the profile records whether the
+    install still gives it (``native.deviation.<key>``)."""
+
+    key: str
+    op: str
+    formats: tuple[str, ...]
+    what: str
+    seen: str
+    answer: Callable[[torch.Tensor, list[torch.Tensor], FloatFormat], torch.Tensor]
+
+
+def _input_code(codes_in: list[torch.Tensor], out: torch.Tensor) -> torch.Tensor | None:
+    """An elementwise unary op's input codes, shaped as its output (None when they are not)."""
+    if len(codes_in) != 1 or codes_in[0].numel() != out.numel():
+        return None
+    return codes_in[0].reshape(out.shape).cpu()
+
+
+def _abs_keeps_the_sign_of_negative_zero(
+    out: torch.Tensor, codes_in: list[torch.Tensor], fmt: FloatFormat
+) -> torch.Tensor:
+    code = _input_code(codes_in, out)
+    if code is None or out.dtype != fmt.torch_dtype():
+        return torch.zeros(out.shape, dtype=torch.bool)
+    return (code == 0x80) & (out.contiguous().view(torch.uint8) == 0x80)
+
+
+def _isfinite_of_the_e8m0_nan(out: torch.Tensor, codes_in: list[torch.Tensor], fmt: FloatFormat) -> torch.Tensor:
+    code = _input_code(codes_in, out)
+    if code is None or out.dtype != torch.bool:
+        return torch.zeros(out.shape, dtype=torch.bool)
+    return (code == 0xFF) & out
+
+
+NATIVE_OP_DEVIATIONS: tuple[NativeOpDeviation, ...] = (
+    NativeOpDeviation(
+        key="abs_keeps_negative_zero",
+        op="abs",
+        formats=("e4m3fn", "e5m2"),
+        what="abs(-0.0) gives -0.0 (0x80) on tensors of 64 elements or more (the CPU's vectorized path); the "
+        "definition (IEEE 754 abs clears the sign) gives +0.0 (0x00), as smaller tensors do",
+        seen="torch 2.9.1, 2.13.0, 2.14.1 and 2.15.0 on the CPU (a negative NaN keeps its sign there too: any NaN "
+        "is a NaN)",
+        answer=_abs_keeps_the_sign_of_negative_zero,
+    ),
+    NativeOpDeviation(
+        key="isfinite_e8m0_nan",
+        op="isfinite",
+        formats=("e8m0fnu",),
+        what="isfinite is True for E8M0's NaN code 0xFF; the definition (0xFF is NaN) gives False",
+        seen="torch 2.9.1, 2.13.0 and 2.14.1 on the CPU, every tensor size; torch 2.15.0 gives False",
+        answer=_isfinite_of_the_e8m0_nan,
+    ),
+)

@@ -1,0 +1,326 @@
+"""Native float8 ops held to the definition, by the kind ``native_op_kinds`` gives each: an op's
+samples (``native_ops.samples``: every code, three ways) run on float8 and compared with the
+same op on the uint8 view (``movement``), or on the definition's values in float64 (``written``:
+cast as ``.to`` casts; ``values`` and ``converts``: rounded once by the definition). The uint8
+and float64 ways run torch's uint8 and float64 kernels, other kernels than the float8 one under
+check, on values fp8ref decoded from the codes; every float8 result is judged by fp8ref's
+definition (``reference.definition.round_by_definition``), never by a torch cast.
+
+``check_op`` returns an ``OpCheck``: the problems (each a line naming the op, the format, the
+sample, the first differing codes as hex and what the definition gives), the answers it observed
+where the definition leaves them to the implementation (an overflow: saturate or not), and the
+deviations it excused (``deviations.NATIVE_OP_DEVIATIONS``: an install's known answer where the
+definition gives another, named with its versions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from ...reference.codec import decode
+from ...reference.definition import overflows, round_by_definition
+from ...reference.formats import FloatFormat
+from ..casts.deviations import NATIVE_OP_DEVIATIONS
+from .native_op_kinds import KIND, SAMPLE_KIND
+from .native_ops import Sample, catalogue, quiet, samples
+
+__all__ = ["OpCheck", "check_op", "check_sample", "WRITE_PATHS", "check_written"]
+
+_SHOWN = 4  # differing elements shown per problem
+
+
+@dataclasses.dataclass
+class OpCheck:
+    op: str
+    fmt: str
+    kind: str
+    samples: int = 0
+    problems: list[str] = dataclasses.field(default_factory=list)
+    observed: dict[str, str] = dataclasses.field(default_factory=dict)
+    excused: dict[str, int] = dataclasses.field(default_factory=dict)  # deviation key -> elements
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [leaf for v in value for leaf in _leaves(v)]
+    return [value]
+
+
+def _hex(code: Any) -> str:
+    return f"0x{int(code):02x}"
+
+
+def _bytes_of(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().view(torch.uint8) if t.element_size() == 1 else t
+
+
+def _movement(got: Any, ref: Any, where: str) -> str | None:
+    if not isinstance(got, torch.Tensor) or not isinstance(ref, torch.Tensor):
+        return None if got == ref else f"{where}: {got!r}, the uint8 view gives {ref!r}"
+    if got.shape != ref.shape:
+        return f"{where}: shape {tuple(got.shape)}, the uint8 view's {tuple(ref.shape)}"
+    a, b = _bytes_of(got.cpu()), _bytes_of(ref.cpu())
+    if a.dtype != b.dtype:
+        return f"{where}: dtype {got.dtype}, the uint8 view's {ref.dtype}"
+    if torch.equal(a, b):
+        return None
+    bad = (a != b).reshape(-1).nonzero().reshape(-1)[:_SHOWN]
+    flat_a, flat_b = a.reshape(-1), b.reshape(-1)
+    pairs = ", ".join(f"[{i}] {_hex(flat_a[i])} not {_hex(flat_b[i])}" for i in bad.tolist())
+    return f"{where}: {int((a != b).sum())} of {a.numel()} bytes differ from the uint8 view's: {pairs}"
+
+
+def _same_numbers(got: torch.Tensor, want: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Where ``got`` and ``want`` (float64) agree: equal with the same sign (so -0 is not +0), or
+    both NaN; True where ``mask`` (if given) is False."""
+    same = ((got == want) & (torch.signbit(got) == torch.signbit(want))) | (torch.isnan(got) & torch.isnan(want))
+    return same if mask is None else same | ~mask
+
+
+def _numbers(
+    got: torch.Tensor,
+    wide: Any,
+    fmt: FloatFormat,
+    where: str,
+    *,
+    written: bool,
+    mask: torch.Tensor | None,
+    check: OpCheck,
+    codes_in: list[torch.Tensor],
+) -> str | None:
+    """``got`` against the float64 result ``wide``: in float8, rounded once by the definition (or
+    cast by ``.to`` when ``written``), overflow observed; in another dtype, converted to it."""
+    if not isinstance(wide, torch.Tensor):
+        wide = torch.tensor(wide, dtype=torch.float64)
+    if got.shape != wide.shape:
+        return f"{where}: shape {tuple(got.shape)}, the definition's {tuple(wide.shape)}"
+    dtype = fmt.torch_dtype()
+    if got.dtype == dtype:
+        codes = got.cpu().contiguous().view(torch.uint8)
+        got_v = decode(codes, fmt).double()
+        if written:
+            want = decode(wide.cpu().to(dtype).view(torch.uint8), fmt).double()
+            over = torch.zeros_like(got_v, dtype=torch.bool)
+        else:
+            w = wide.cpu().double()
+            want = round_by_definition(w, fmt)
+            over = overflows(w, fmt)
+            if bool(over.any()):  # implementation-defined: saturate (max) or not
+                sat = got_v[over].abs() == fmt.max
+                word = "saturate" if bool(sat.all()) else ("nonsaturate" if not bool(sat.any()) else "mixed")
+                check.observed[f"{where}: overflow"] = word
+        same = _same_numbers(got_v, want, mask) | over
+    else:
+        got_v = got.cpu()
+        if got_v.is_complex() or wide.is_complex():  # (real and imaginary parts, both to agree)
+            real = torch.view_as_real(got_v.to(torch.complex128)), torch.view_as_real(wide.cpu().to(torch.complex128))
+            same = _same_numbers(*real, None).all(-1)
+        else:
+            same = _same_numbers(got_v.double(), wide.cpu().to(got.dtype).double(), None)
+        if mask is not None:
+            same = same | ~mask
+        want = wide.cpu().to(got.dtype)
+        codes = None
+    if not bool(same.all()):
+        same = same | _excuse(check, fmt, got.cpu(), same, codes_in)
+    if bool(same.all()):
+        return None
+    bad = (~same).reshape(-1).nonzero().reshape(-1)[:_SHOWN].tolist()
+    flat_got = got.cpu().reshape(-1)
+    flat_want = want.reshape(-1) if want.dim() == got.dim() else want.reshape(got.numel(), -1)
+    shown = []
+    for i in bad:
+        text = _hex(codes.reshape(-1)[i]) if codes is not None else repr(flat_got[i].item())
+        shown.append(f"[{i}] {text} not {flat_want[i].tolist()}")
+    return f"{where}: {int((~same).sum())} of {got.numel()} elements differ from the definition's: {', '.join(shown)}"
+
+
+def _excuse(
+    check: OpCheck, fmt: FloatFormat, got: torch.Tensor, same: torch.Tensor, codes_in: list[torch.Tensor]
+) -> torch.Tensor:
+    """The elements a named deviation of this op excuses (its exact answer only), counted."""
+    excused = torch.zeros_like(same)
+    for dev in NATIVE_OP_DEVIATIONS:
+        if dev.op == check.op and fmt.name in dev.formats:
+            hit = ~same & dev.answer(got, codes_in, fmt)
+            if bool(hit.any()):
+                check.excused[dev.key] = check.excused.get(dev.key, 0) + int(hit.sum())
+                excused |= hit
+    return excused
+
+
+def _converts_mask(sample: Sample, got: torch.Tensor) -> torch.Tensor | None:
+    """For a conversion to an integer dtype: where the input is finite and in the integer's range."""
+    inp = sample.ways["float64"][0]
+    if (
+        not isinstance(inp, torch.Tensor)
+        or inp.shape != got.shape
+        or got.is_floating_point()
+        or got.dtype == torch.bool
+    ):
+        return None
+    info = torch.iinfo(got.dtype)
+    return torch.isfinite(inp) & (inp >= info.min) & (inp <= info.max)
+
+
+def check_sample(name: str, op: Any, kind: str, fmt: FloatFormat, sample: Sample, index: int, check: OpCheck) -> None:
+    """One sample of ``op`` held to its kind's check; problems and observations go to ``check``."""
+    where = f"{name} on {fmt.name}, sample {index}"
+    try:
+        got = sample.call(op.op)
+    except Exception as exc:  # noqa: BLE001 - runs on its first sample (outcome) but not on this one: a finding
+        check.observed[f"{where}: refused"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+        return
+    kind = SAMPLE_KIND.get(name, lambda s, k: k)(sample, kind)
+    if kind == "unchecked":  # (this sample makes the op a reduction: see native_op_kinds.SAMPLE_KIND)
+        check.observed[f"{where}: unchecked"] = "a reduction on this sample"
+        return
+    way = "uint8" if kind == "movement" else "float64"
+    try:
+        ref = sample.call_uint8(op.op) if way == "uint8" else sample.call_float64(op.op)
+    except Exception as exc:  # noqa: BLE001 - the reference way cannot run this op: say so
+        check.problems.append(f"{where}: the {way} way refused it ({type(exc).__name__}: {exc}); no reference")
+        return
+    got_leaves, ref_leaves = _leaves(got), _leaves(ref)
+    if len(got_leaves) != len(ref_leaves):
+        check.problems.append(f"{where}: {len(got_leaves)} outputs, the {way} way's {len(ref_leaves)}")
+        return
+    for j, (g, r) in enumerate(zip(got_leaves, ref_leaves)):
+        at = where if len(got_leaves) == 1 else f"{where}, output {j}"
+        if kind == "movement":
+            problem = _movement(g, r, at)
+        elif not isinstance(g, torch.Tensor):
+            same = g == r or (isinstance(g, float) and isinstance(r, float) and g != g and r != r)
+            problem = None if same else f"{at}: {g!r}, the definition's {r!r}"
+        else:
+            mask = _converts_mask(sample, g) if kind == "converts" else None
+            problem = _numbers(g, r, fmt, at, written=kind == "written", mask=mask, check=check, codes_in=sample.codes)
+        if problem is not None:
+            check.problems.append(problem)
+
+
+def check_op(name: str, fmt: FloatFormat, device: str = "cpu", op: Any = None, kind: str | None = None) -> OpCheck:
+    """Every sample of the catalogued op ``name`` (or ``op``, a stand-in with its ``op`` and
+    ``sample_inputs``) on ``fmt``, held to its kind's check (``kind``, default from the table)."""
+    op = op if op is not None else catalogue()[name]
+    kind = kind or KIND[name]
+    check = OpCheck(name, fmt.name, kind)
+    with quiet():
+        for i, sample in enumerate(samples(op, fmt, device, every_code=True)):
+            check.samples += 1
+            check_sample(name, op, kind, fmt, sample, i, check)
+    return check
+
+
+# --- values written into float8 from Python scalars and other dtypes ----------------------------------
+def _written_values(fmt: FloatFormat) -> list[float]:
+    """Values a write into ``fmt`` must round as ``.to`` rounds them: zeros of both signs, +-1,
+    +-max, past max (saturate or not), +-inf, NaN, the smallest subnormal and half of it, a value
+    between two codes, and one just above a tie that a float32 step would move onto the tie."""
+    tiny = fmt.min_subnormal if fmt.min_subnormal else fmt.min_normal
+    return [0.0, -0.0, 1.0, -1.0, fmt.max, -fmt.max, fmt.max * 1.25, math.inf, -math.inf, math.nan] + [
+        tiny,
+        tiny / 2,
+        0.3,
+        1.0 + 2.0 ** -(fmt.man_bits + 1) + 2.0**-40,
+        2.0**-127,
+    ]
+
+
+def _write_paths(dtype: torch.dtype, device: str) -> dict[str, Callable[[float], torch.Tensor]]:
+    """Each way training code writes one value into a float8 tensor (4 elements where it makes one)."""
+
+    def into(v: float, how: str) -> torch.Tensor:
+        t = torch.zeros(4, dtype=torch.uint8, device=device).view(dtype)
+        if how == "fill_":
+            t.fill_(v)
+        elif how == "setitem":
+            t[:] = v
+        elif how == "index_put_":
+            t.index_put_((torch.arange(4, device=device),), torch.full((4,), v, dtype=torch.float32, device=device))
+        elif how == "masked_fill":
+            t = t.masked_fill(torch.ones(4, dtype=torch.bool, device=device), v)
+        elif how == "copy_":
+            t.copy_(torch.full((4,), v, dtype=torch.float64, device=device))
+        return t
+
+    paths: dict[str, Callable[[float], torch.Tensor]] = {
+        how: functools.partial(lambda v, how: into(v, how), how=how)
+        for how in ("fill_", "setitem", "index_put_", "masked_fill", "copy_")
+    }
+    paths |= {
+        "full": lambda v: torch.full((4,), v, dtype=dtype, device=device),
+        "full_like": lambda v: torch.full_like(torch.zeros(4, dtype=torch.uint8, device=device).view(dtype), v),
+        "new_full": lambda v: torch.zeros(1, dtype=torch.uint8, device=device).view(dtype).new_full((4,), v),
+        "tensor": lambda v: torch.tensor([v] * 4, dtype=dtype, device=device),
+        "pad": lambda v: torch.nn.functional.pad(
+            torch.zeros(0, dtype=torch.uint8, device=device).view(dtype), (4, 0), value=v
+        ),
+    }
+    return paths
+
+
+WRITE_PATHS = (
+    "fill_",
+    "setitem",
+    "index_put_",
+    "masked_fill",
+    "copy_",
+    "full",
+    "full_like",
+    "new_full",
+    "tensor",
+    "pad",
+)
+
+
+def check_written(
+    fmt: FloatFormat, device: str = "cpu", paths: dict[str, Callable[[float], torch.Tensor]] | None = None
+) -> dict[str, str]:
+    """For each write path (``WRITE_PATHS``): ``as .to`` when every value (``_written_values``)
+    it accepts lands on the codes ``.to`` gives it from float64 (any NaN for a NaN), followed by
+    the values it refuses, if any, and the install's words; ``refused: ...`` when it refuses
+    them all; ``differs: value -> code (.to: code), ...`` when any lands elsewhere. ``paths``:
+    stand-ins for torch's (path name -> a function writing one value into four elements)."""
+    dtype = fmt.torch_dtype()
+    assert dtype is not None
+    out = {}
+    for how, write in (paths if paths is not None else _write_paths(dtype, device)).items():
+        diffs, refused, why = [], [], ""
+        values = _written_values(fmt)
+        for v in values:
+            want = _to_codes(v, dtype, device)
+            try:
+                got = write(v).cpu().view(torch.uint8)
+            except Exception as exc:  # noqa: BLE001 - torch refusing this path, or this value
+                refused.append(repr(v))
+                # (torch's namespace in the words, c10:: or at::, varies between builds)
+                words = re.sub(r"\b(?:c10|at)::", "", (str(exc).splitlines() or [""])[0])[:120]
+                why = why or f"{type(exc).__name__}: {words}"
+                continue
+            if want is None:  # .to itself refuses the value: whatever the path does is its own answer
+                continue
+            nan = math.isnan(v) and fmt.has_nan and bool(torch.isnan(decode(got, fmt)).all())
+            if not nan and not bool((got == want).all()):
+                diffs.append(f"{v!r} -> {_hex(got[0])} (.to: {_hex(want[0])})")
+        if diffs:
+            out[how] = "differs: " + ", ".join(diffs[:4]) + (f" (+{len(diffs) - 4})" if len(diffs) > 4 else "")
+        elif len(refused) == len(values):
+            out[how] = f"refused: {why}"
+        else:
+            out[how] = "as .to" + (f"; refuses {' '.join(refused)} ({why})" if refused else "")
+    return out
+
+
+def _to_codes(v: float, dtype: torch.dtype, device: str) -> torch.Tensor | None:
+    try:
+        return torch.tensor([v] * 4, dtype=torch.float64, device=device).to(dtype).cpu().view(torch.uint8)
+    except Exception:  # noqa: BLE001 - the cast refuses it
+        return None

@@ -1,0 +1,1 @@
+"""The independent answers the codec is held to: the definition itself and gfloat."""

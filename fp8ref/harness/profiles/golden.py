@@ -1,0 +1,143 @@
+"""The golden profiles: this install's behaviour profile held against the one pinned for its
+device kind. A golden is named by a folder (``<folder>/<device kind>.json``, e.g. fp8ref's own
+``tests/golden/cpu.json``, ``cuda-sm90.json``) or by a file a user owns (``ci/fp8-stack.json``);
+beside either, ``<name>-installs.json`` names the differences accepted per install, with why.
+
+Re-pinning is a deliberate act (``update=True``), never automatic; the file format and the
+comparison of two profiles are ``profile_file``'s, the collection ``profile``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..stack.install import device_kind
+from .profile_file import (
+    NAMED_SUFFIX,
+    ProfileError,
+    diff,
+    diff_line,
+    install_label,
+    load,
+    named_beside,
+    read_named,
+    same_value,
+    save,
+    who,
+)
+
+__all__ = [
+    "golden_path",
+    "named_beside",
+    "compare_with_golden",
+    "pin_first",
+    "install_label",
+    "named_differences",
+    "NAMED_SUFFIX",
+]
+
+
+def golden_path(golden: str | Path, device: str = "cpu") -> Path:
+    """The golden file for ``device``: ``golden`` itself when it names a ``.json`` file, else
+    ``<golden>/<device kind>.json`` (a folder of goldens, one per device kind)."""
+    path = Path(golden)
+    if path.suffix == ".json" and not path.is_dir():
+        if path.name.endswith(NAMED_SUFFIX):
+            raise ValueError(f"golden: {path} is a file of named differences, not a golden profile")
+        return path
+    return path / f"{device_kind(device)}.json"
+
+
+def named_differences(golden: str | Path, now: dict, device: str = "cpu") -> tuple[dict, str] | None:
+    """The differences from the golden this install is known to show (key -> its value here) and
+    why, from the ``-installs.json`` file beside the golden (``profile_file.named_beside``); None when the file
+    does not name this install."""
+    return read_named(named_beside(golden_path(golden, device)), now)
+
+
+def _collect(device: str) -> dict:
+    from . import profile  # (at call time: a test may stand in for profile.collect)
+
+    return profile.collect(device)
+
+
+def compare_with_golden(
+    golden: str | Path,
+    device: str = "cpu",
+    update: bool = False,
+    now: dict | None = None,
+    *,
+    how_to_pin: str | None = None,
+    collect: Callable[[str], dict] | None = None,
+) -> tuple[str, list[str]]:
+    """Hold this install's profile (``now``; collected by ``collect``, default
+    ``profile.collect``, when not given) against the golden ``golden`` (a folder or a file:
+    ``golden_path``) pins for the device kind.
+
+    An install named in the ``-installs.json`` file beside the golden (``named_differences``) may differ
+    in exactly the keys named for it, each with the value named: then ``("named", [])``; a named
+    key that no longer differs, or differs otherwise, is a line like any difference.
+
+    Returns (status, lines): ``("equal", [])``, ``("differs", one line per key)``,
+    ``("missing", [how to pin])``, ``("unreadable", [what is wrong, how to re-pin])`` (a truncated
+    or corrupted golden) or, with ``update``, ``("updated", [what was written])``. ``how_to_pin``:
+    the command the caller's users re-pin with (default: ``python -m fp8ref profile``).
+    """
+    path = golden_path(golden, device)
+    pin = how_to_pin or f"python -m fp8ref profile --device {device} --out {path}"
+    if not update and not path.exists():  # checked first: collecting takes tens of seconds on a GPU
+        return "missing", [
+            f"no golden profile for device kind {device_kind(device)!r} ({path}); pin this one alone, on "
+            f"purpose, with `{pin}`, and commit it saying why"
+        ]
+    if now is None:
+        now = (collect or _collect)(device)
+    if update:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save(now, path)
+        return "updated", [f"re-pinned {path} on {who(now)}; commit it and say why in the message"]
+    try:
+        pinned = load(path)
+    except ProfileError as exc:
+        return "unreadable", [
+            f"the golden profile {exc}",
+            f"restore it from version control, or re-pin on purpose: `{pin}`",
+        ]
+    named = named_differences(golden, now, device)
+    expected = named[0] if named is not None else {}
+    lines, seen = [], set()
+    for key, old, new in diff(pinned, now):
+        if key in expected and same_value(key, expected[key], new):
+            seen.add(key)
+            continue
+        lines.append(diff_line(key, old, new, pinned, now))
+    for key in sorted(set(expected) - seen):
+        lines.append(
+            f"{key}: named as {expected[key]!r} for {install_label(now)}, but now {now['behaviour'].get(key)!r} "
+            f"(pinned {pinned['behaviour'].get(key)!r})"
+        )
+    return ("differs" if lines else ("named" if seen else "equal")), lines
+
+
+def pin_first(
+    out_dir: str | Path, device: str = "cpu", *, collect: Callable[[str], dict] | None = None
+) -> tuple[str, list[str]]:
+    """A device kind with no golden yet (a first GPU run): collect this install's profile, pin it
+    in ``out_dir`` (``<out_dir>/<device kind>.json``), collect again and compare with the pin, so
+    the first run already checks that the profile is deterministic on this device.
+
+    Returns ``("pinned", [where it is, what to do with it])`` or ``("differs", one line per key
+    that changed between the two collections)``."""
+    collect = collect or _collect
+    status, lines = compare_with_golden(out_dir, device, update=True, now=collect(device))
+    if status != "updated":
+        return status, lines
+    status, lines = compare_with_golden(out_dir, device, now=collect(device))
+    if status != "equal":
+        return "differs", lines
+    path = golden_path(out_dir, device)
+    return "pinned", [
+        f"pinned {path} and a second collection matched it; to pin this device kind, copy it to "
+        f"tests/golden/{path.name} and commit it saying which device and versions produced it"
+    ]

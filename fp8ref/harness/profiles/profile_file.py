@@ -1,0 +1,183 @@
+"""The behaviour profile's file format: write, read (with clear errors for what is not a
+profile), and compare two profiles key by key. No torch: ``python -m fp8ref diff`` and scripts
+comparing two installs' profiles start in a fraction of a second. ``fp8ref.harness.profiles.profile`` collects
+profiles and re-exports these names.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .atomic import write_text
+
+__all__ = [
+    "PROFILE_VERSION",
+    "TOLERANCES",
+    "MACHINE_FACTS",
+    "machine_dependent",
+    "ProfileError",
+    "save",
+    "load",
+    "who",
+    "same_value",
+    "diff",
+    "diff_line",
+    "format_diff",
+    "NAMED_SUFFIX",
+    "named_beside",
+    "install_label",
+    "read_named",
+    "read_named_file",
+]
+
+PROFILE_VERSION = 1
+
+# Keys whose value is a measured number that depends on floating-point summation order (the
+# CPU's GEMM kernels, AMX or AVX2), not on FP8 behaviour: equal when within this relative
+# tolerance. Measured: the emulated MLP's step-299 loss moved 0.4% between two x86 CPUs with
+# the same torch; a change in torch's matmul, AdamW or autograd semantics moves it by far more.
+TOLERANCES = {"emulated_mlp.loss.": 0.02}
+
+# Keys whose value is a fact of the machine as well as of the install: on CPU profiles, compared
+# only between machines that agree on the ``versions`` field named. Which kernel torch's CPU
+# _scaled_mm runs follows whether torch finds AMX usable (``install.cpu_amx``): two x86 machines
+# with the same /proc/cpuinfo flags were seen to differ there. A refusal or a missing key is
+# compared as ever.
+MACHINE_FACTS = {"scaled_mm.kernels.": "cpu_amx"}
+
+
+def save(profile: dict, path: str | Path) -> None:
+    """Write a profile as JSON, whole or not at all (``fp8ref.harness.profiles.atomic``)."""
+    write_text(path, json.dumps(profile, indent=1, sort_keys=True) + "\n")
+
+
+class ProfileError(ValueError):
+    """A file that cannot be read as a profile of this fp8ref (missing, not JSON, not a profile,
+    or written by a newer profile format). The message names the file and what is wrong."""
+
+
+def load(path: str | Path) -> dict:
+    """Read a profile; ``ProfileError`` (a ValueError) when ``path`` is not one this fp8ref reads."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read it ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{path}: not a text file ({exc.reason})") from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ProfileError(
+            f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno}); truncated or corrupted?"
+        ) from exc
+    version = data.get("fp8ref_profile") if isinstance(data, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > PROFILE_VERSION:
+        raise ProfileError(
+            f"{path}: written by a newer fp8ref (profile format {version}; this fp8ref reads "
+            f"format {PROFILE_VERSION}); upgrade fp8ref to read it"
+        )
+    if version != PROFILE_VERSION or not isinstance(data.get("behaviour"), dict):
+        raise ProfileError(
+            f"{path}: not an fp8ref profile (expected a JSON object with fp8ref_profile = "
+            f"{PROFILE_VERSION} and a behaviour mapping)"
+        )
+    return data
+
+
+def who(p: dict) -> str:
+    """``torch X, torchao Y`` of the install a profile was collected on."""
+    v = p.get("versions", {})
+    return f"torch {v.get('torch')}, torchao {v.get('torchao')}"
+
+
+_MISSING = "<absent>"
+
+
+def same_value(key: str, a: Any, b: Any) -> bool:
+    """Equal, or for a key under ``TOLERANCES`` two numbers within its relative tolerance."""
+    if a == b:
+        return True
+    tol = next((t for prefix, t in TOLERANCES.items() if key.startswith(prefix)), None)
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (a, b))
+    return tol is not None and numbers and abs(a - b) <= tol * max(abs(a), abs(b))
+
+
+def machine_dependent(key: str, pinned: dict, now: dict) -> str | None:
+    """The machine fact (``MACHINE_FACTS``) on which two CPU profiles' answers for ``key`` may
+    legitimately differ, as ``field: A -> B``; None when the key is to be compared."""
+    field = next((f for prefix, f in MACHINE_FACTS.items() if key.startswith(prefix)), None)
+    va, vb = pinned.get("versions", {}), now.get("versions", {})
+    if field is None or va.get("device") != "cpu" or vb.get("device") != "cpu":
+        return None
+    fa, fb = va.get(field), vb.get(field)
+    if fa is None or fb is None or fa == fb:
+        return None
+    values = pinned.get("behaviour", {}).get(key), now.get("behaviour", {}).get(key)
+    if not all(isinstance(v, str) and not v.startswith(("refused", "missing")) for v in values):
+        return None
+    return f"{field}: {fa} -> {fb}"
+
+
+def diff(pinned: dict, now: dict) -> list[tuple[str, object, object]]:
+    """(key, pinned value, current value) for every behaviour key that differs; the keys that
+    depend on a machine fact the two profiles disagree on (``machine_dependent``) are left out."""
+    a, b = pinned.get("behaviour", {}), now.get("behaviour", {})
+    rows = [(k, a.get(k, _MISSING), b.get(k, _MISSING)) for k in sorted(set(a) | set(b))]
+    return [(k, x, y) for k, x, y in rows if not same_value(k, x, y) and machine_dependent(k, pinned, now) is None]
+
+
+def diff_line(key: str, old: object, new: object, pinned: dict, now: dict) -> str:
+    """``key: pinned X (versions) -> now Y (versions)``."""
+    return f"{key}: pinned {old!r} ({who(pinned)}) -> now {new!r} ({who(now)})"
+
+
+# beside each golden NAME.json: NAME-installs.json, the differences other installs are known to
+# show (or a team has accepted), per install, each with why
+NAMED_SUFFIX = "-installs.json"
+
+
+def named_beside(golden_file: str | Path) -> Path:
+    """``NAME-installs.json`` beside the golden ``NAME.json``."""
+    path = Path(golden_file)
+    return path.with_name(path.stem + NAMED_SUFFIX)
+
+
+def install_label(profile: dict) -> str:
+    """``torch X, torchao Y`` with torch's local build tag dropped (``2.9.1+cu128`` is 2.9.1):
+    how a named-differences file names an install."""
+    v = profile.get("versions", {})
+    return f"torch {str(v.get('torch')).split('+')[0]}, torchao {v.get('torchao')}"
+
+
+def read_named_file(path: str | Path) -> dict:
+    """A named-differences file whole (install label -> entry); ``ProfileError`` when it cannot
+    be read or is not a JSON object."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ProfileError(f"{path}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a JSON object of installs ('torch X, torchao Y' -> entry)")
+    return data
+
+
+def read_named(path: str | Path, now: dict) -> tuple[dict, str] | None:
+    """The differences the named-differences file ``path`` names for ``now``'s install (key ->
+    value) and why; None when there is no such file or it does not name the install;
+    ``ProfileError`` when it cannot be read or its entry is malformed."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    entry = read_named_file(path).get(install_label(now))
+    if entry is None:
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("differences"), dict) or not entry.get("why"):
+        raise ProfileError(f"{path}: the entry for {install_label(now)} needs 'why' and a 'differences' object")
+    return entry["differences"], entry["why"]
+
+
+def format_diff(pinned: dict, now: dict) -> list[str]:
+    """One line per differing key (``diff_line``)."""
+    return [diff_line(k, va, vb, pinned, now) for k, va, vb in diff(pinned, now)]

@@ -1,0 +1,1 @@
+"""Throughput, measured as ratios in one run, never asserted."""
