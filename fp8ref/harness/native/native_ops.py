@@ -169,18 +169,34 @@ def _every_code_samples(op: Any, fmt: FloatFormat, device: str) -> list[Sample]:
     return out
 
 
+def _is_float8(t: torch.Tensor) -> bool:
+    return t.dtype.is_floating_point and t.element_size() == 1
+
+
 def _ways(
-    value: Any, fmt: FloatFormat, counter: Iterator[int], codes: list[torch.Tensor], shift: int = 0, wide: bool = True
+    value: Any,
+    fmt: FloatFormat,
+    counter: Iterator[int],
+    codes: list[torch.Tensor],
+    shift: int = 0,
+    wide: bool = True,
+    only_float8: bool = False,
 ) -> dict[str, Any] | None:
-    """The float8, uint8 and float64 versions of one argument; None when it holds no float."""
-    if isinstance(value, torch.Tensor) and value.is_floating_point() and not value.is_complex():
+    """The float8, uint8 and float64 versions of one argument; None when it holds no float (or,
+    with ``only_float8``, no float8 tensor)."""
+    if (
+        isinstance(value, torch.Tensor)
+        and value.is_floating_point()
+        and not value.is_complex()
+        and (_is_float8(value) or not only_float8)
+    ):
         c = _codes_like(value, shift + 37 * next(counter))
         codes.append(c)
         return _three_ways(c, fmt, wide)
     if isinstance(value, torch.dtype) and value.is_floating_point and not value.is_complex:
         return {"float8": fmt.torch_dtype(), "uint8": torch.uint8, "float64": torch.float64}
     if isinstance(value, (list, tuple)):
-        parts = [_ways(v, fmt, counter, codes, shift, wide) for v in value]
+        parts = [_ways(v, fmt, counter, codes, shift, wide, only_float8) for v in value]
         if all(p is None for p in parts):
             return None
         kind = type(value)
@@ -243,12 +259,16 @@ def _floats(s: Any) -> list[torch.Tensor]:
 
 
 def _sample(s: Any, fmt: FloatFormat, shift: int, wide: bool = True) -> Sample | None:
-    """One float32 sample in ``fmt``'s codes three ways, its codes moved along by ``shift``."""
+    """One float32 sample in ``fmt``'s codes three ways, its codes moved along by ``shift``. A
+    sample that already holds float8 tensors (a scaled GEMM's: float8 operands, float32 scales)
+    gets ``fmt``'s codes in those alone; its other floating tensors are arguments of their own
+    dtype (a scale stays float32)."""
     counter = itertools.count()
     codes: list[torch.Tensor] = []
-    inp = _ways(s.input, fmt, counter, codes, shift, wide)
-    args = _ways(tuple(s.args), fmt, counter, codes, shift, wide)
-    kw = {k: _ways(v, fmt, counter, codes, shift, wide) for k, v in s.kwargs.items()}
+    only = any(_is_float8(t) for t in _floats(s))
+    inp = _ways(s.input, fmt, counter, codes, shift, wide, only)
+    args = _ways(tuple(s.args), fmt, counter, codes, shift, wide, only)
+    kw = {k: _ways(v, fmt, counter, codes, shift, wide, only) for k, v in s.kwargs.items()}
     if inp is None and args is None and all(v is None for v in kw.values()):
         return None
     ways = {

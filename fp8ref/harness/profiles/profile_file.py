@@ -43,9 +43,10 @@ TOLERANCES = {"emulated_mlp.loss.": 0.02}
 # Keys whose value is a fact of the machine as well as of the install: on CPU profiles, compared
 # only between machines that agree on the ``versions`` field named. Which kernel torch's CPU
 # _scaled_mm runs follows whether torch finds AMX usable (``install.cpu_amx``): two x86 machines
-# with the same /proc/cpuinfo flags were seen to differ there. A refusal or a missing key is
-# compared as ever.
-MACHINE_FACTS = {"scaled_mm.kernels.": "cpu_amx"}
+# with the same /proc/cpuinfo flags were seen to differ there; so does which float8 dtypes the
+# scaled GEMM takes at all (``native.torch._scaled_mm*``: oneDNN's FP8 matmul with AMX, a float32
+# matmul of the decoded operands without). A refusal or a missing key is compared as ever.
+MACHINE_FACTS = {"scaled_mm.kernels.": "cpu_amx", "native.torch._scaled_mm": "cpu_amx"}
 
 
 def save(profile: dict, path: str | Path) -> None:

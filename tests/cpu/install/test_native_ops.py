@@ -78,3 +78,18 @@ def test_a_scalar_written_into_float8_lands_where_to_puts_it(fmt):
     assert set(words) == set(WRITE_PATHS)
     differs = {how: w for how, w in words.items() if w.startswith("differs")}
     assert not differs, f"{install.versions_line()}, {fmt}: {differs}"
+
+
+def test_a_scaled_gemm_sample_keeps_its_scales_float32(matrix):
+    """torch's catalogue gives _scaled_mm float8 operands and float32 scales: the format's codes go
+    into the operands alone (a float8 scale is an argument torch's scaled GEMM may refuse, which
+    would pin a refusal of fp8ref's making, one that varies between CPUs)."""
+    op = native_ops.catalogue().get("torch._scaled_mm")
+    if op is None:
+        pytest.skip(f"{install.versions_line()}: the catalogue has no torch._scaled_mm")
+    e5m2 = next(f for f in probes.float8_formats() if f.name == "e5m2")
+    (sample, *_) = native_ops.samples(op, e5m2, limit=1)
+    inp, args, _ = sample.ways["float8"]
+    tensors = [inp, *(a for a in args if hasattr(a, "dtype"))]
+    dtypes = [str(t.dtype) for t in tensors]
+    assert dtypes[:2] == ["torch.float8_e5m2"] * 2 and set(dtypes[2:]) == {"torch.float32"}, dtypes
