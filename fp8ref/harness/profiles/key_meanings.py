@@ -127,7 +127,8 @@ MEANINGS: tuple[KeyMeaning, ...] = (
     _M(
         "cast.*.deviation.*",
         "casts into float8",
-        "a named deviation of torch's {1} cast from the definition (fp8ref/harness/casts/deviations.py): present, or gone",
+        "a named deviation of torch's {1} cast from the definition (fp8ref/harness/casts/deviations.py): "
+        "present, or gone",
         "the inputs the deviation names are cast differently from the definition; a change means torch "
         "fixed or changed it",
         "numerics",

@@ -24,14 +24,17 @@ def _unexplained(keys: Iterable[str]) -> list[str]:
     return sorted(k for k in keys if meaning_of(k) is None)
 
 
+TABLE = "fp8ref/harness/profiles/key_meanings.py"
+
+
 def test_every_key_of_the_golden_and_of_the_named_installs_has_a_meaning():
     missing = _unexplained(_golden_keys())
-    assert not missing, f"no row of fp8ref/harness/profiles/key_meanings.py explains {len(missing)} keys: {missing[:10]}"
+    assert not missing, f"no row of {TABLE} explains {len(missing)} keys: {missing[:10]}"
 
 
 def test_every_key_of_this_installs_profile_has_a_meaning(cpu_profile):
     missing = _unexplained(cpu_profile["behaviour"])
-    assert not missing, f"no row of fp8ref/harness/profiles/key_meanings.py explains {len(missing)} keys: {missing[:10]}"
+    assert not missing, f"no row of {TABLE} explains {len(missing)} keys: {missing[:10]}"
 
 
 def test_the_keys_an_install_without_torchao_or_a_dtype_writes_have_a_meaning():
