@@ -1,12 +1,13 @@
 """The native float8 op checks of tests/cpu/install/test_native_ops.py on the CUDA device (or the
 CPU under --fp8-dry-run): which of torch's catalogued ops run on each float8 dtype there, the ops
-training moves FP8 numbers through held to the definition on every code, and every write of a
-Python scalar held to .to."""
+training moves FP8 numbers through held to the definition on every code, every write of a
+Python scalar held to .to, and Python scalars in float8 arithmetic and comparisons."""
 
 import pytest
 
 from fp8ref.harness.native import native_ops
 from fp8ref.harness.native.native_checks import check_written
+from fp8ref.harness.native.scalar_ops import SCALAR_OPS, check_scalar_op
 from fp8ref.harness.stack import install, probes
 from tests.common import native_op_checks as noc
 
@@ -34,3 +35,8 @@ def test_a_scalar_written_into_float8_lands_where_to_puts_it(gpu_device):
     for fmt in probes.float8_formats():
         differs = {h: w for h, w in check_written(fmt, gpu_device).items() if w.startswith("differs")}
         assert not differs, f"{install.versions_line()} on {gpu_device}, {fmt.name}: {differs}"
+
+
+def test_a_python_scalar_in_float8_arithmetic_gives_the_definitions_answer(gpu_device):
+    bad = [p for f in probes.float8_formats() for n in SCALAR_OPS for p in check_scalar_op(n, f, gpu_device).problems]
+    assert not bad, f"{install.versions_line()} on {gpu_device}:\n" + "\n".join(bad[:8])

@@ -2,7 +2,10 @@
 fill that rounds toward zero, an FNUZ fill that writes -0.0 as the NaN code 0x80, an abs that
 keeps every sign, an eq that says NaN == NaN, an isnan that misses the negative NaN; each through
 the checks tests/cpu/install/test_native_ops.py runs (a stand-in of torch's OpInfo with its op
-replaced, or a stand-in write path)."""
+replaced, or a stand-in write path). And Python scalars in float8 arithmetic
+(tests/cpu/install/test_native_scalars.py): a product rounded toward zero, a comparison whose
+scalar is truncated into float8, NaN == NaN against a scalar, a product in bfloat16 against the
+promotion table."""
 
 from __future__ import annotations
 
@@ -14,7 +17,8 @@ import torch
 
 from fp8ref.harness.native import native_ops
 from fp8ref.harness.native.native_checks import check_op, check_written
-from fp8ref.reference.codec import encode
+from fp8ref.harness.native.scalar_ops import check_scalar_op
+from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E4M3FNUZ, FloatFormat
 
 pytestmark = pytest.mark.needs("expecttest")
@@ -81,7 +85,42 @@ WRITE_FAULTS = {
     "fill rounds toward zero": (E4M3FN, _fill_toward_zero),
     "an FNUZ fill writes -0.0 as 0x80": (E4M3FNUZ, _fnuz_negative_zero_as_nan),
 }
-FAULTS = [*OP_FAULTS, *WRITE_FAULTS]
+
+
+def _values(t: torch.Tensor, fmt: FloatFormat = E4M3FN) -> torch.Tensor:
+    return decode(_codes(t), fmt).double()
+
+
+def _into(x: torch.Tensor, rounding: str, fmt: FloatFormat = E4M3FN) -> torch.Tensor:
+    return encode(x.float(), fmt, rounding=rounding).view(fmt.torch_dtype())
+
+
+def _mul_toward_zero(t, s):
+    return _into(_values(t) * s, "rtz")
+
+
+def _eq_scalar_truncated(t, s):
+    v = torch.tensor([float(s)], dtype=torch.float64)
+    s8 = decode(encode(v.float(), E4M3FN, rounding="rtz"), E4M3FN).double() if v.isfinite().all() else v
+    return _values(t) == s8
+
+
+def _eq_nan_equals_nan_scalar(t, s):
+    v = _values(t)
+    return (v == s) | (torch.isnan(v) & (s != s))
+
+
+def _mul_in_bfloat16(t, s):
+    return (_values(t) * s).to(torch.bfloat16)
+
+
+SCALAR_FAULTS = {
+    "t * s rounds toward zero": ("mul", _mul_toward_zero),
+    "t == s truncates the scalar into float8": ("eq", _eq_scalar_truncated),
+    "t == nan is True for NaN codes": ("eq", _eq_nan_equals_nan_scalar),
+    "t * s gives bfloat16": ("mul", _mul_in_bfloat16),
+}
+FAULTS = [*OP_FAULTS, *WRITE_FAULTS, *SCALAR_FAULTS]
 
 
 def _on_float8_only(broken, real):
@@ -102,6 +141,9 @@ def _on_float8_only(broken, real):
 
 
 def native_op_fault_caught(fault: str) -> bool:
+    if fault in SCALAR_FAULTS:
+        name, fn = SCALAR_FAULTS[fault]
+        return bool(check_scalar_op(name, E4M3FN, fn=fn).problems)
     if fault in WRITE_FAULTS:
         fmt, make = WRITE_FAULTS[fault]
         return check_written(fmt, paths={"fill_": make(fmt)})["fill_"].startswith("differs")
@@ -116,6 +158,12 @@ def test_the_checks_pass_torchs_own_ops():
     assert native_ops.catalogue_refusal() is None
     for name, _ in OP_FAULTS.values():
         assert check_op(name, E4M3FN).problems == [], name
+
+
+def test_the_scalar_check_passes_the_definitions_own_answers():
+    """The stand-ins' correct twins: the product rounded to nearest, the comparison exact."""
+    assert check_scalar_op("mul", E4M3FN, fn=lambda t, s: _into(_values(t) * s, "rne")).problems == []
+    assert check_scalar_op("eq", E4M3FN, fn=lambda t, s: _values(t) == s).problems == []
 
 
 @pytest.mark.parametrize("fault", FAULTS)

@@ -305,6 +305,16 @@ MEANINGS: tuple[KeyMeaning, ...] = (
         "numerics",
     ),
     _M(
+        "native.scalar.*",
+        "native float8 ops",
+        "what {1} of a float8 tensor and a Python scalar does, per float8 dtype: refused, or the scalar taken "
+        "exactly ('exact') or rounded into the float8 dtype first ('rounded': e5m2 t == 500.0 holds for 512, "
+        "e4m3fn t == inf for 448); '+partial': some scalars refused; 'differs': neither (a wrong answer)",
+        "a mask or loss-scale step written with a Python scalar (t == 0, t * 0.5) selects or computes other "
+        "values, or starts or stops being refused",
+        "numerics",
+    ),
+    _M(
         "native.**",
         "native float8 ops",
         "on which float8 dtypes torch's {1} runs its catalogued samples ('all run', or per dtype; 'partial': "

@@ -568,6 +568,20 @@ def _probe_native_ops(device: str) -> dict:
     return out
 
 
+def _probe_scalar_ops(device: str) -> dict:
+    """Python scalars in float8 arithmetic and comparisons (``native.scalar.<op>``, over the float8
+    dtypes): refused, or whether the scalar takes part exactly or rounded into the dtype first
+    (``scalar_ops``; an answer that is neither reads ``differs``)."""
+    from ..native.native_ops import matrix_word
+    from ..native.scalar_ops import SCALAR_OPS, check_scalar_op, word
+
+    formats = probes.float8_formats()
+    return {
+        f"native.scalar.{name}": matrix_word({f.name: word(check_scalar_op(name, f, device)) for f in formats})
+        for name in SCALAR_OPS
+    }
+
+
 def _probe_surface(device: str) -> dict:
     """The FP8 API surface (``surface.collect``): type promotion of each float8 dtype, Python
     scalars with it, ``a + b`` with every other dtype, the scaled GEMM ops' schemas and enums."""
@@ -589,6 +603,7 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     behaviour.update(_probe_scaled_mm(device))
     behaviour.update(_probe_special_casts(device))
     behaviour.update(_probe_native_ops(device))
+    behaviour.update(_probe_scalar_ops(device))
     behaviour.update(_probe_surface(device))
     if torchao:
         behaviour.update(_probe_torchao(device))

@@ -1,0 +1,37 @@
+"""Python scalars in float8 arithmetic and comparisons (fp8ref/harness/native/scalar_ops.py):
+``t * 0.5``, ``s - t``, ``t.mul_(2)``, ``t ** 0.5``, ``clamp``, ``t == 0``, on every code of every
+float8 dtype, with scalars float8 holds exactly and ones it does not, past max, below the
+smallest subnormal, inf and NaN.
+
+Each answer must be the definition's under one of two semantics: the scalar taken exactly, or
+rounded into the dtype first as ``.to`` writes it (torch's rule for float16 and bfloat16
+comparisons too). Which one an install uses is pinned (``native.scalar.<op>``); an answer that is
+neither fails naming the codes. Why a pinned key may differ: a release adds a float8 kernel for
+scalar arithmetic (today refused on CPU), or starts taking the scalar exactly."""
+
+import pytest
+
+from fp8ref.harness.native.native_ops import matrix_word
+from fp8ref.harness.native.scalar_ops import SCALAR_OPS, check_scalar_op, word
+from fp8ref.harness.stack import install, probes
+
+FORMATS = {f.name: f for f in probes.float8_formats()}
+
+
+@pytest.mark.parametrize("fmt", list(FORMATS))
+def test_a_python_scalar_in_float8_arithmetic_gives_the_definitions_answer(fmt, record_observation):
+    checks = [check_scalar_op(name, FORMATS[fmt]) for name in SCALAR_OPS]
+    ran = {c.op: word(c) for c in checks if c.semantics}
+    record_observation(f"Python scalars into {fmt}: ops that run", " ".join(f"{k}={v}" for k, v in ran.items()))
+    bad = [p for c in checks for p in c.problems]
+    assert not bad, f"{install.versions_line()}:\n" + "\n".join(bad[:8])
+
+
+def test_the_python_scalar_account(record_section):
+    """The end-of-run account: per op, what each float8 dtype does with a Python scalar."""
+    rows = {name: matrix_word({f: word(check_scalar_op(name, FORMATS[f])) for f in FORMATS}) for name in SCALAR_OPS}
+    ran = [n for n, w in rows.items() if w != "all refused"]
+    lines = [f"{len(rows)} ops x {len(FORMATS)} float8 dtypes: {len(ran)} ops run on some dtype, each checked"]
+    lines += [f"  {name}: {w}" for name, w in rows.items()]
+    record_section(f"Python scalars in float8 arithmetic on cpu ({install.versions_line()})", lines)
+    assert not any("differs" in w for w in rows.values()), rows
