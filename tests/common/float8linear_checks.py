@@ -8,11 +8,12 @@ modules skip (naming the versions) where the install refuses the recipe. The hel
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import torch
 
-from fp8ref.harness.ao.torchao_compat import torchao_float8_linear
+from fp8ref.harness.ao.torchao_compat import float8_kernel_operands, torchao_float8_linear
 from fp8ref.harness.gemm.gemm_probes import (
     accumulation_bound,
     accumulator_bits,
@@ -21,6 +22,7 @@ from fp8ref.harness.gemm.gemm_probes import (
     promotion_interval,
 )
 from fp8ref.reference.emulate import Fp8Linear
+from fp8ref.reference.recipes import RECIPES
 
 U_BF16 = half_ulp(torch.bfloat16)  # 2^-8, relative
 
@@ -136,3 +138,83 @@ def check_weight_cast_follows_the_weight(recipe: str, device: str) -> str | None
 def _tensor(t: torch.Tensor | None) -> torch.Tensor:
     assert t is not None, "a gradient that should exist is None"
     return t
+
+
+def _converted(lin: torch.nn.Linear, recipe: str, **options: Any) -> Any:
+    """torchao's conversion of a copy of ``lin`` for ``recipe`` with config fields set."""
+    from torchao.float8 import Float8LinearConfig, convert_to_float8_training
+
+    cfg = dataclasses.replace(Float8LinearConfig.from_recipe_name(recipe), **options)
+    return convert_to_float8_training(torch.nn.Sequential(copy.deepcopy(lin)), config=cfg)
+
+
+def check_pad_inner_dim(recipe: str, device: str, pad: Any = None) -> str | None:
+    """Guards ``pad_inner_dim=True``, which torchao needs for a contraction dim that is not a
+    multiple of 16 (torch._scaled_mm's rule on CUDA): each float8 GEMM's operands must reach the
+    kernel with that dim padded to the next multiple of 16 with the zero code and their own codes
+    unchanged before it, and the layer's output and gradients must be the reference's (fp8ref's
+    Fp8Linear, no padding: zeros add nothing) within the bound of a GEMM through _scaled_mm,
+    |torchao - ref| <= 2u|y| + u m + 2 (K + 3) 2^-24 m (u: half a bfloat16 ulp, m: the GEMM's
+    magnitude sum x 1.1). K = 200, N = 72 and 40 tokens make every GEMM's contraction ragged.
+    ``pad``: a stand-in for torchao's padding function (tests/meta)."""
+    lin, x, g = _problem(device, d_in=200, d_out=72, tokens=40, seed=3)
+    m = _converted(lin, recipe, pad_inner_dim=True, emulate=False)
+    from torchao.float8 import float8_ops
+
+    real_pad = float8_ops.pad_tensor_for_matmul
+    float8_ops.pad_tensor_for_matmul = pad or real_pad
+    try:
+        with float8_kernel_operands() as seen:
+            theirs = fwd_bwd(m, x, g)
+    finally:
+        float8_ops.pad_tensor_for_matmul = real_pad
+    table = RECIPES[recipe].describe()  # (a GEMM in high precision never reaches the float8 kernel)
+    fp8_gemms = sum(table[f"{gemm}.a"] != "high-precision" for gemm in ("output", "grad_input", "grad_weight"))
+    if len(seen) != fp8_gemms:
+        return f"{recipe}: {len(seen)} float8 GEMMs reached the kernel, the recipe has {fp8_gemms}"
+    for i, op in enumerate(seen):
+        for side, k_dim in (("a", 1), ("b", 0)):
+            got, before = op[side], op[f"{side}_in"]
+            k, padded = before.shape[k_dim], got.shape[k_dim]
+            if padded % 16 or padded < k or padded - k >= 16:
+                return f"{recipe} GEMM {i} operand {side}: contraction {k} reached the kernel as {padded}"
+            if not torch.equal(got.narrow(k_dim, 0, k), before):
+                return f"{recipe} GEMM {i} operand {side}: its codes changed under the padding"
+            tail = got.narrow(k_dim, k, padded - k)
+            if bool((tail != 0).any()):
+                codes = sorted(set(tail.unique().tolist()))
+                return f"{recipe} GEMM {i} operand {side}: padded with codes {codes}, not 0x00"
+    ours = fwd_bwd(Fp8Linear.from_linear(copy.deepcopy(lin), recipe), x, g)
+    x2, g2, w = x.double(), g.double(), lin.weight.double()
+    mags = {"output": x2.abs() @ w.abs().t(), "grad_input": g2.abs() @ w.abs(), "grad_weight": g2.abs().t() @ x2.abs()}
+    ks = {"output": 200, "grad_input": 72, "grad_weight": 40}
+    for name, mag in mags.items():
+        ref, got, mm = _tensor(ours[name]).double(), _tensor(theirs[name]).double(), 1.1 * mag.cpu()
+        bound = 2 * U_BF16 * ref.abs().cpu() + U_BF16 * mm + 2 * (ks[name] + 3) * 2.0**-24 * mm
+        excess = (got.cpu() - ref.cpu()).abs() - bound
+        if bool((excess > 0).any()):
+            return f"{recipe} {name} with pad_inner_dim: {int((excess > 0).sum())} elements outside the bound"
+    return None
+
+
+def check_force_recompute_is_inert(recipe: str, device: str) -> str | None:
+    """Guards ``force_recompute_fp8_weight_in_bwd``, which torchao 0.17-0.18 document as deprecated
+    and without effect: a converted layer with it on must train as one with it off, bitwise (the
+    same casts and GEMMs), forward and backward over three SGD steps. A release that gives it an
+    effect (a weight cast recomputed in the backward from another scale) fails here by name."""
+    lin, x, g = _problem(device, seed=7)
+    runs = []
+    for flag in (False, True):
+        m = _converted(lin, recipe, force_recompute_fp8_weight_in_bwd=flag, emulate=True)
+        opt = torch.optim.SGD(m.parameters(), lr=0.5)
+        steps = []
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            steps.append(fwd_bwd(m, x, g * 64))
+            opt.step()
+        runs.append(steps)
+    for step, (off, on) in enumerate(zip(*runs)):
+        for name in ("output", "grad_input", "grad_weight"):
+            if not torch.equal(_tensor(off[name]), _tensor(on[name])):
+                return f"{recipe}, step {step}: {name} differs with force_recompute_fp8_weight_in_bwd=True"
+    return None

@@ -15,6 +15,7 @@ from fp8ref.harness.stack.refusals import attempt
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import mx
+from tests.common import mx_kernel_checks as mkc
 
 pytestmark = [pytest.mark.sm(100, "MX cast kernels"), pytest.mark.needs("torchao")]
 
@@ -87,3 +88,22 @@ def test_mx_cast_kernel_refuses_a_shape_it_does_not_take_cleanly(kernel, gpu_dev
     record_observation(f"torchao {kernel} on {shape[0]}x{shape[1]}", "accepted" if ok else result)
     if ok:
         _check(kernel, "floor", x, *result)
+
+
+def _dim1_choices() -> list[str]:
+    """torchao's dim1 cast kernel choices, as this install names them (none without torchao)."""
+    from fp8ref.harness.ao.surface import members
+
+    prefix = "MXFP8Dim1CastKernelChoice."
+    return [m.removeprefix(prefix) for m in members() if m.startswith(prefix)]
+
+
+@pytest.mark.parametrize("mode", ["floor", "rceil"])
+@pytest.mark.parametrize("choice", _dim1_choices())
+def test_every_dim1_cast_kernel_choice_casts_like_the_reference(choice, mode, gpu_device, skip_unless):
+    """Each MXFP8Dim1CastKernelChoice torchao offers (discovered, not listed: a kernel a release adds
+    runs here at once), through the wrapper torchao's MX training casts with: bitwise fp8ref's MX
+    cast of the transposed input. A kernel this device or install lacks skips, naming why."""
+    refused, problem = mkc.check_dim1_cast_kernel(choice, gpu_device, mode)
+    skip_unless(refused, f"torchao's {choice} dim1 MXFP8 cast on {gpu_device}")
+    assert problem is None, problem

@@ -79,3 +79,19 @@ def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_dev
     skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
     problem = f8l.check_weight_cast_follows_the_weight(recipe, linear_device)
     assert problem is None, problem
+
+
+@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
+def test_pad_inner_dim_pads_k_with_zeros(recipe, gpu_device, skip_unless):
+    """K = 200, 72 and 40 are what torch._scaled_mm refuses on CUDA unpadded: pad_inner_dim=True must
+    hand the kernel zero-padded operands and train as the reference (float8linear_checks)."""
+    skip_unless(probes.torchao_recipe_refusal(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}")
+    problem = f8l.check_pad_inner_dim(recipe, gpu_device)
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
+def test_force_recompute_fp8_weight_in_bwd_leaves_training_bitwise_unchanged(recipe, gpu_device, skip_unless):
+    skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
+    problem = f8l.check_force_recompute_is_inert(recipe, gpu_device)
+    assert problem is None, problem

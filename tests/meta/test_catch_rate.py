@@ -17,6 +17,7 @@ from tests.meta.test_float8_conversion_faults import FAULTS as CONVERSION_FAULTS
 from tests.meta.test_float8_conversion_faults import conversion_fault_caught
 from tests.meta.test_fsdp_faults import FSDP_FAULTS, fsdp_fault_caught
 from tests.meta.test_input_space_faults import INPUT_SPACE_FAULTS
+from tests.meta.test_linear_faults import PAD_FAULTS, pad_fault_caught
 from tests.meta.test_mx_mode_faults import FAULTS as MX_MODE_FAULTS
 from tests.meta.test_mx_mode_faults import mx_mode_fault_caught
 from tests.meta.test_native_op_faults import FAULTS as NATIVE_OP_FAULTS
@@ -25,6 +26,8 @@ from tests.meta.test_optimizer_state_faults import FAULTS as STATE_FAULTS
 from tests.meta.test_optimizer_state_faults import state_fault_caught
 from tests.meta.test_scale_faults import SCALE_FAULTS, delayed_fault_caught, recipe_fault_caught, scale_fault_caught
 from tests.meta.test_scaled_mm_faults import MM_FAULTS, scaled_mm_excess
+from tests.meta.test_torchao_surface_faults import ADDED as ADDED_MEMBERS
+from tests.meta.test_torchao_surface_faults import surface_fault_caught
 
 
 def test_the_catch_rate_over_every_injected_fault(record_observation):
@@ -45,6 +48,9 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     if probes.torchao_float8_refusal() is None:  # these stand-ins are built from torchao's tensors
         results |= {f"checkpoints: {f}": checkpoint_fault_caught(f) for f in CHECKPOINT_FAULTS}
         results |= {f"conversion: {f}": conversion_param_fault_caught(f) for f in CONVERSION_PARAM_FAULTS}
+        results |= {f"torchao surface: a release adds {m}": surface_fault_caught(m) for m in ADDED_MEMBERS}
+    if probes.torchao_recipe_refusal("tensorwise") is None:  # these run torchao's layer through _scaled_mm
+        results |= {f"pad_inner_dim: {f}": pad_fault_caught(f) for f in PAD_FAULTS}
     caught = sum(results.values())
     record_observation("tests/meta: injected faults caught", f"{caught} of {len(results)}")
     assert caught == len(results), [k for k, v in results.items() if not v]

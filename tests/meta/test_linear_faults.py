@@ -1,5 +1,5 @@
 """Linear layers: one Float8Linear GEMM whose operand cast changed, a misplaced MX swizzle tile, an
-MX amax taken through bfloat16.
+MX amax taken through bfloat16, a pad_inner_dim that pads with another code or not enough.
 
 Deliberately broken stand-ins run through the same checks the suite holds torch and torchao to;
 each must be reported (a fault that passes means a check went blind). ``test_catch_rate.py`` runs
@@ -86,3 +86,41 @@ def test_an_mx_amax_taken_through_bfloat16_is_caught():
     assert torch.equal(right, quantize(x, E4M3FN, mx(32)).scale_e8m0.reshape(-1))
     through_bf16 = quantize(x.bfloat16(), E4M3FN, mx(32)).scale_e8m0.reshape(-1)
     assert not torch.equal(right, through_bf16)
+
+
+# --- pad_inner_dim, through tests/common/float8linear_checks.check_pad_inner_dim -------------------
+def _pad_with_ones(tensor: torch.Tensor, dims: int | tuple[int, ...]) -> torch.Tensor:
+    from torchao.float8.float8_utils import pad_tensor_for_matmul
+
+    out = pad_tensor_for_matmul(tensor, dims)
+    codes = out.view(torch.uint8).clone()
+    k_dim = dims if isinstance(dims, int) else dims[0]
+    codes.narrow(k_dim, tensor.shape[k_dim], out.shape[k_dim] - tensor.shape[k_dim]).fill_(0x38)  # 1.0
+    return codes.view(out.dtype)
+
+
+def _pad_to_eight(tensor: torch.Tensor, dims: int | tuple[int, ...]) -> torch.Tensor:
+    k_dim = dims if isinstance(dims, int) else dims[0]
+    extra = -tensor.shape[k_dim] % 8
+    pad = [0, 0, 0, 0]
+    pad[1 if k_dim == 1 else 3] = extra
+    codes = torch.nn.functional.pad(tensor.view(torch.uint8), pad)
+    return codes.view(tensor.dtype)
+
+
+PAD_FAULTS = {"pads K with the code of 1.0": _pad_with_ones, "pads K to a multiple of 8": _pad_to_eight}
+
+
+def pad_fault_caught(fault: str) -> bool:
+    from tests.common.float8linear_checks import check_pad_inner_dim
+
+    return check_pad_inner_dim("tensorwise", "cpu", pad=PAD_FAULTS[fault]) is not None
+
+
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize("fault", list(PAD_FAULTS))
+def test_a_pad_inner_dim_fault_is_caught(fault, skip_unless):
+    from fp8ref.harness.stack import probes
+
+    skip_unless(probes.torchao_recipe_refusal("tensorwise"), "torchao's tensorwise Float8Linear through _scaled_mm")
+    assert pad_fault_caught(fault), f"{fault}: not caught"

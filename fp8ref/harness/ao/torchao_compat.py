@@ -39,6 +39,7 @@ __all__ = [
     "nvfp4_dequantize",
     "nvfp4_per_tensor_scale",
     "float8_gemm_operands",
+    "float8_kernel_operands",
     "torchao_float8_linear",
 ]
 
@@ -332,6 +333,38 @@ def float8_gemm_operands() -> Iterator[list[dict]]:
             }
         )
         return original(a, b)
+
+    float8_ops.preprocess_addmm = spy
+    try:
+        yield seen
+    finally:
+        float8_ops.preprocess_addmm = original
+
+
+@contextlib.contextmanager
+def float8_kernel_operands() -> Iterator[list[dict]]:
+    """Inside the block, every float8 GEMM torchao's Float8Linear hands ``torch._scaled_mm`` is
+    recorded as the kernel gets it: ``a`` (rows, contraction) and ``b`` (contraction, cols) codes
+    (uint8) after torchao's preparation (``pad_inner_dim``'s padding of the contraction dim), and
+    ``a_in`` / ``b_in``, the operands' codes before it. Written against torchao 0.17-0.18
+    (``float8_ops.preprocess_addmm``)."""
+    require_torchao()
+    from torchao.float8 import float8_ops
+
+    seen: list[dict] = []
+    original = float8_ops.preprocess_addmm
+
+    def spy(a, b):
+        a_data, a_scale, b_data, b_scale = original(a, b)
+        seen.append(
+            {
+                "a_in": a._data.view(torch.uint8).clone(),
+                "b_in": b._data.view(torch.uint8).clone(),
+                "a": a_data.view(torch.uint8).clone(),
+                "b": b_data.view(torch.uint8).clone(),
+            }
+        )
+        return a_data, a_scale, b_data, b_scale
 
     float8_ops.preprocess_addmm = spy
     try:

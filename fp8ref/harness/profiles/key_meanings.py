@@ -286,6 +286,30 @@ MEANINGS: tuple[KeyMeaning, ...] = (
         "the whole training loop's numbers moved: casts, matmuls, AdamW or autograd",
         "numerics",
     ),
+    # --- torchao's FP8 surface --------------------------------------------------------------------------
+    _M(
+        "torchao.surface.module.**",
+        "torchao's FP8 surface",
+        "whether torchao's module {1}, one of those its FP8 surface is read from, imports",
+        "its configs and enums are not discovered, so none of them is pinned or accounted for",
+        "refusal",
+    ),
+    _M(
+        "torchao.surface.*.*",
+        "torchao's FP8 surface",
+        "the default of {2} in torchao's {1} (fp8ref/harness/ao/coverage.py names the check of each field)",
+        "a layer converted without setting it trains another way (a changed default), or the field was added "
+        "or removed (a new option: no check covers it until the coverage table names one)",
+        "numerics",
+    ),
+    _M(
+        "torchao.surface.*",
+        "torchao's FP8 surface",
+        "the members of torchao's enum {1}: its recipes, scaling types, scale modes or kernel choices",
+        "a recipe, scale mode or kernel choice added (no check covers it until the coverage table names one) "
+        "or removed (code that names it stops with an error)",
+        "refusal",
+    ),
     # --- torch's native float8 ops ---------------------------------------------------------------------
     _M(
         "native.deviation.*",

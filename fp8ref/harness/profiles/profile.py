@@ -329,9 +329,10 @@ def _probe_torchao(device: str) -> dict:
     if missing is not None:
         return {"torchao": missing.split(":", 1)[0] if missing.startswith("missing") else missing}
     from ...reference.scaling import axiswise, tensorwise
+    from ..ao import surface
     from ..ao import torchao_compat as ao
 
-    out = {}
+    out = surface.profile_keys()  # every config field's default, every enum's members
     for name in TORCHAO_RECIPES:
         out.update(
             _isolated(

@@ -13,11 +13,10 @@ import torch.nn.functional as F
 from fp8ref.harness.gemm import fp4_gemm
 from fp8ref.harness.stack.refusals import attempt
 from fp8ref.reference import nvfp4
-from fp8ref.reference.emulate import cast_operand
 from fp8ref.reference.formats import E2M1FN, E4M3FN, E5M2
 from fp8ref.reference.quantize import quantize
-from fp8ref.reference.recipes import OperandCast
 from fp8ref.reference.scaling import mx
+from tests.common import mx_kernel_checks as mkc
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -26,35 +25,26 @@ PAIRS = [(E4M3FN, E4M3FN), (E5M2, E5M2), (E2M1FN, E2M1FN), (E2M1FN, E4M3FN)]
 TORCH_ELEM = {"e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m1fn": "float4_e2m1fn_x2"}
 
 
-def _mx_linear_inputs(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(seed)
-    blocks = torch.exp2(torch.randint(-4, 5, (64, 4), generator=gen).float()).repeat_interleave(32, dim=1)
-    x = torch.randn(24, 128, generator=gen).to(torch.bfloat16)
-    w = (torch.randn(64, 128, generator=gen) * blocks).to(torch.bfloat16)
-    return x, w
-
-
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
 @pytest.mark.parametrize("w_fmt,a_fmt", PAIRS, ids=[f"w{w.name}-a{a.name}" for w, a in PAIRS])
 def test_mx_weight_in_f_linear_matches_the_reference_gemm(w_fmt, a_fmt, mode):
     """``F.linear(x, MXTensor(w))`` with the activation quantized on the fly (torchao's dynamic
-    MX quantization, emulated on the CPU): the product of fp8ref's MX casts of x and w (blocks of
-    32 along K for both, w transposed by the op), within one bfloat16 rounding of the output and
-    float32 accumulation: |torchao - ref| <= u|y| + (K + 1) 2^-24 sum|a||b|."""
-    from torchao.prototype.mx_formats.config import ScaleCalculationMode
-    from torchao.prototype.mx_formats.mx_tensor import MXTensor, QuantizeTensorToMXKwargs
+    MX quantization, emulated on the CPU: KernelPreference.EMULATED): the product of fp8ref's MX
+    casts of x and w (blocks of 32 along K for both, w transposed by the op), within one bfloat16
+    rounding of the output and float32 accumulation: |torchao - ref| <= u|y| + (K + 1) 2^-24 sum|a||b|
+    (tests/common/mx_kernel_checks.py)."""
+    refused, problem = mkc.check_mx_linear("cpu", w_fmt, a_fmt, mode, "EMULATED")
+    assert refused is None and problem is None, refused or problem
 
-    x, w = _mx_linear_inputs()
-    scaling = ScaleCalculationMode.FLOOR if mode == "floor" else ScaleCalculationMode.RCEIL
-    act = QuantizeTensorToMXKwargs(elem_dtype=getattr(torch, TORCH_ELEM[a_fmt.name]), scaling_mode=scaling)
-    wm = MXTensor.to_mx(w, getattr(torch, TORCH_ELEM[w_fmt.name]), 32, scaling_mode=scaling, act_quant_kwargs=act)
-    got = F.linear(x, wm).double()
-    a = cast_operand(x, OperandCast(a_fmt, mx(32, mode))).double()
-    b = cast_operand(w, OperandCast(w_fmt, mx(32, mode))).double()
-    ref, mag = a @ b.t(), a.abs() @ b.abs().t()
-    bound = 2.0**-8 * ref.abs() + (128 + 1) * 2.0**-24 * mag
-    bad = ~((got - ref).abs() <= bound)
-    assert not bool(bad.any()), f"{int(bad.sum())} outputs outside the bound; max |diff| {(got - ref).abs().max():.3e}"
+
+@pytest.mark.parametrize("two_level", [False, True], ids=["one-level", "two-level"])
+@pytest.mark.parametrize("layout", list(mkc.NVFP4_LAYOUTS))
+def test_nvfp4_quantizes_alike_in_every_scale_layout(layout, two_level, skip_unless):
+    """NVFP4Tensor with row-major or swizzled block scales, and through torchao's Triton quantize
+    kernel where this install has it: the same values as the reference's NVFP4 quantization."""
+    refused, problem = mkc.check_nvfp4_layout("cpu", layout, two_level)
+    skip_unless(refused, f"torchao's NVFP4 {layout} quantization on cpu")
+    assert problem is None, problem
 
 
 def test_mx_linear_backward_is_recorded(record_observation):
@@ -63,7 +53,7 @@ def test_mx_linear_backward_is_recorded(record_observation):
     the transposed product of the same casts."""
     from torchao.prototype.mx_formats.mx_tensor import MXTensor, QuantizeTensorToMXKwargs
 
-    x, w = _mx_linear_inputs(1)
+    x, w = mkc.linear_inputs(1)
     xr = x.clone().requires_grad_()
     wm = MXTensor.to_mx(w, torch.float8_e4m3fn, 32, act_quant_kwargs=QuantizeTensorToMXKwargs())
     ok, result = attempt(lambda: F.linear(xr, wm).float().sum().backward())
@@ -78,7 +68,7 @@ def test_nvfp4_weight_in_f_linear_dequantizes_like_the_reference(record_observat
     goes through a block-scaled FP4 GEMM, which this install may refuse (recorded)."""
     from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, QuantizeTensorToNVFP4Kwargs
 
-    x, w = _mx_linear_inputs(2)
+    x, w = mkc.linear_inputs(2)
     wn = NVFP4Tensor.to_nvfp4(w)
     theirs = wn.dequantize(torch.float32)
     # the element division's arithmetic differs between torchao releases (fp8ref.reference.nvfp4):

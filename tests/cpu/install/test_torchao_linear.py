@@ -339,3 +339,22 @@ def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_dev
     skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
     problem = f8l.check_weight_cast_follows_the_weight(recipe, linear_device)
     assert problem is None, problem
+
+
+# --- Float8LinearConfig's options -----------------------------------------------------------------
+@pytest.mark.parametrize("recipe", AO_RECIPES)
+def test_pad_inner_dim_pads_k_with_zeros(recipe, skip_unless):
+    """pad_inner_dim=True: every GEMM's ragged contraction dim (K = 200, 72, 40) reaches
+    torch._scaled_mm padded to a multiple of 16 with the zero code, and the layer trains as the
+    reference does (tests/common/float8linear_checks.py says the bound)."""
+    skip_unless(
+        probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear through torch._scaled_mm on cpu"
+    )
+    problem = f8l.check_pad_inner_dim(recipe, "cpu")
+    assert problem is None, problem
+
+
+@pytest.mark.parametrize("recipe", AO_RECIPES)
+def test_force_recompute_fp8_weight_in_bwd_leaves_training_bitwise_unchanged(recipe):
+    problem = f8l.check_force_recompute_is_inert(recipe, "cpu")
+    assert problem is None, problem
