@@ -79,7 +79,7 @@ def problems(checks: list[OpCheck]) -> list[str]:
 
 def account(matrix: dict[str, dict[str, str]]) -> list[str]:
     """The coverage account for the end of the run: per kind, the ops × dtypes that ran, those
-    refused, and the ops left unchecked with their reasons."""
+    refused, and the ops checked elsewhere or out of scope, with their reasons."""
     cells = [(name, word) for name, row in matrix.items() for word in row.values()]
     ran = [n for n, w in cells if w in ("runs", "partial")]
     lines = [
@@ -91,7 +91,7 @@ def account(matrix: dict[str, dict[str, str]]) -> list[str]:
         ops = sorted({n for n in ran if kind_of(n) == kind})
         lines.append(f"  {kind}: {len(ops)} ops, {sum(kind_of(n) == kind for n in ran)} op x dtype checked")
     left = sorted({n for n in ran if kind_of(n) == "unchecked"})
-    lines.append(f"  unchecked, with a reason: {len(left)} ops")
+    lines.append(f"  checked elsewhere or out of scope, with the reason: {len(left)} ops")
     by_reason: dict[str, list[str]] = {}
     for n in left:
         by_reason.setdefault(UNCHECKED[n], []).append(n)
