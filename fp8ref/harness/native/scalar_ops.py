@@ -99,7 +99,7 @@ class ScalarCheck:
     fmt: str
     semantics: dict[str, str] = dataclasses.field(default_factory=dict)  # scalar -> exact/rounded/either
     refused: dict[str, str] = dataclasses.field(default_factory=dict)  # scalar -> the install's words
-    overflow: set[str] = dataclasses.field(default_factory=set)
+    overflow: dict[str, str] = dataclasses.field(default_factory=dict)  # scalar -> saturate/nonsaturate/mixed
     problems: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -118,16 +118,23 @@ def _same(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
     return ((got == want) & (torch.signbit(got) == torch.signbit(want))) | (torch.isnan(got) & torch.isnan(want))
 
 
-def _judge(got: torch.Tensor, wide: torch.Tensor, fmt: FloatFormat, dtype: torch.dtype) -> tuple[torch.Tensor, bool]:
+def _judge(
+    got: torch.Tensor, wide: torch.Tensor, fmt: FloatFormat, dtype: torch.dtype
+) -> tuple[torch.Tensor, str | None]:
     """Where ``got`` is the float64 result ``wide`` in ``got``'s dtype (rounded once into float8
-    by the definition; a past-max result either way), and whether any result overflowed."""
+    by the definition; a past-max result either way), and what the past-max results became
+    (``saturate``: +-max, ``nonsaturate``, ``mixed``; None when none overflowed)."""
     if got.dtype == torch.bool:
-        return got.cpu() == wide.bool(), False
+        return got.cpu() == wide.bool(), None
     if got.dtype == dtype:
         got_v = decode(got.cpu().contiguous().view(torch.uint8), fmt).double()
         over = overflows(wide, fmt)
-        return _same(got_v, round_by_definition(wide, fmt)) | over, bool(over.any())
-    return _same(got.cpu().double(), wide.to(got.dtype).double()), False
+        same = _same(got_v, round_by_definition(wide, fmt)) | over
+        if not bool(over.any()):
+            return same, None
+        sat = got_v[over].abs() == fmt.max
+        return same, "saturate" if bool(sat.all()) else ("nonsaturate" if not bool(sat.any()) else "mixed")
+    return _same(got.cpu().double(), wide.to(got.dtype).double()), None
 
 
 def check_scalar_op(
@@ -171,8 +178,8 @@ def check_scalar_op(
                 wide = definition(values.clone(), operand)
             ok, over = _judge(got, wide, fmt, dtype)
             held[semantics] = ok
-            if over and bool(ok.all()):
-                check.overflow.add(label)
+            if over is not None and bool(ok.all()):
+                check.overflow[label] = over
         fits = [k for k, ok in held.items() if bool(ok.all())]
         if fits:
             check.semantics[label] = "either" if len(fits) == 2 else fits[0]
@@ -190,11 +197,14 @@ def check_scalar_op(
 def word(check: ScalarCheck) -> str:
     """One format's answer as a profile word without spaces: ``refused``; ``exact``, ``rounded``
     (the scalar rounded into the dtype first) or ``either`` (no scalar told them apart), with
-    ``+partial`` when some scalars were refused; ``differs`` when an answer followed neither."""
+    ``+partial`` when some scalars were refused and ``+saturate`` / ``+nonsaturate`` / ``+mixed``
+    for what a result past max became; ``differs`` when an answer followed neither."""
     if check.problems:
         return "differs"
     if not check.semantics:
         return "refused"
     kinds = set(check.semantics.values()) - {"either"}
     base = "either" if not kinds else (kinds.pop() if len(kinds) == 1 else "mixed")
-    return base + ("+partial" if check.refused else "")
+    overflow = set(check.overflow.values())
+    over = "" if not overflow else "+" + (overflow.pop() if len(overflow) == 1 else "mixed")
+    return base + ("+partial" if check.refused else "") + over
