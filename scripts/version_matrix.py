@@ -45,6 +45,7 @@ PINNED = [
     "numpy>=1.26",
     "ml-dtypes==0.6.0",
     "transformers==5.24.0",
+    "accelerate==1.15.0",
     "datasets==5.2.0",
     "matplotlib>=3.7",
     "tqdm>=4.60",

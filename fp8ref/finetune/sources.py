@@ -17,7 +17,7 @@ from .config import LOCAL_BUILDERS, FinetuneConfig, ResourceUnavailable, filled
 from .corpus import GRAMMAR, ByteTokenizer, grammar_dataset, pack
 from .presets import PRESETS
 
-__all__ = ["preset_model", "pretrained_tokenizer", "pretrained_model", "batches", "WIKITEXT"]
+__all__ = ["preset_model", "pretrained_tokenizer", "pretrained_model", "fp8_checkpoint", "batches", "WIKITEXT"]
 
 WIKITEXT = ("Salesforce/wikitext", "wikitext-103-raw-v1")
 
@@ -94,11 +94,44 @@ def pretrained_tokenizer(name: str) -> Any:
 
 
 def pretrained_model(name: str) -> torch.nn.Module:
-    """``AutoModelForCausalLM`` from a hub id or a local directory, in bf16."""
+    """``AutoModelForCausalLM`` from a hub id or a local directory, in bf16; an FP8 block checkpoint
+    (a fine-grained FP8 ``quantization_config``) dequantized by transformers on loading
+    (``FineGrainedFP8Config(dequantize=True)``: the loader ``fp8_checkpoint`` checks)."""
     _require_transformers()
     from transformers import AutoModelForCausalLM
 
-    return _from_pretrained(name, lambda path: AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16))
+    from ..harness.hf import block_checkpoint
+
+    def load(path: str) -> Any:
+        if block_checkpoint.fp8_config(path) is not None:
+            return block_checkpoint.load(path, torch.bfloat16)
+        return AutoModelForCausalLM.from_pretrained(path, dtype=torch.bfloat16)
+
+    return _from_pretrained(name, load)
+
+
+def fp8_checkpoint(name: str) -> str | None:
+    """For ``--model`` naming a local FP8 block checkpoint: one line for the report saying what it
+    holds and whether transformers' loader dequantizes each FP8 weight as fp8ref's block reference
+    does (``harness.hf.block_checkpoint.check_loader_on``: ``definition``, or the named deviations
+    and the weights they touch, or what differs); None for any other model."""
+    from ..harness.hf import block_checkpoint, block_checks
+
+    path = os.path.expanduser(name)
+    q = block_checkpoint.fp8_config(path) if os.path.isdir(path) else None
+    if q is None:
+        return None
+    quantized = block_checkpoint.read(path)
+    check = block_checkpoint.check_loader_on(quantized, torch.bfloat16)
+    fmt = {str(w.scale_fmt) for w in quantized.values()} or {str(q.get("scale_fmt", "float"))}
+    block = "x".join(str(b) for b in q["weight_block_size"])
+    line = (
+        f"an FP8 block checkpoint ({len(quantized)} FP8 weights, {block} blocks, {'/'.join(sorted(fmt))} scales), "
+        f"dequantized to bfloat16 by transformers: {block_checks.word(check)}"
+    )
+    if check.observed:
+        line += f" ({', '.join(f'{n}: {w}' for n, w in sorted(check.observed.items()))})"
+    return line + (f"; {'; '.join(check.problems[:3])}" if check.problems else "")
 
 
 def _texts(cfg: FinetuneConfig, n_tokens: int) -> tuple[Any, str, float | None]:

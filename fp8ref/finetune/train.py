@@ -32,7 +32,7 @@ from ..reference.validate import instance
 from .config import FinetuneConfig, filled
 from .corpus import ByteTokenizer
 from .parity_rule import parity, tail_gap, tail_loss
-from .sources import batches, preset_model, pretrained_model, pretrained_tokenizer
+from .sources import batches, fp8_checkpoint, preset_model, pretrained_model, pretrained_tokenizer
 
 __all__ = ["compare", "calibrate", "nudge_weights", "convert_fp8", "RESULTS_SCHEMA"]
 
@@ -194,7 +194,8 @@ def _prepare(cfg: FinetuneConfig) -> tuple:
     else:
         tokenizer = pretrained_tokenizer(cfg.model)
         build = functools.partial(pretrained_model, cfg.model)
-        source = cfg.model
+        fp8 = fp8_checkpoint(cfg.model)
+        source = cfg.model if fp8 is None else f"{cfg.model}: {fp8}"
     packed, data_what, floor = batches(cfg, tokenizer)
     return build, source, packed, data_what, floor
 

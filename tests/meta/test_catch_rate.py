@@ -8,6 +8,8 @@ from fp8ref.harness.stack import probes
 from fp8ref.reference.formats import E4M3FN, E5M2
 from tests.meta.test_autocast_faults import FAULTS as AUTOCAST_FAULTS
 from tests.meta.test_autocast_faults import autocast_fault_caught
+from tests.meta.test_block_fp8_faults import FAULTS as BLOCK_FP8_FAULTS
+from tests.meta.test_block_fp8_faults import block_fp8_fault_caught
 from tests.meta.test_cast_faults import CAST_FAULTS, cast_fault_caught
 from tests.meta.test_checkpoint_faults import FAULTS as CHECKPOINT_FAULTS
 from tests.meta.test_checkpoint_faults import checkpoint_fault_caught
@@ -43,6 +45,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"float8 to float8: {f}": conversion_fault_caught(f) for f in CONVERSION_FAULTS}
     results |= {f"FP8 optimizer state: {f}": state_fault_caught(f) for f in STATE_FAULTS}
     results |= {f"autocast: {f}": autocast_fault_caught(f) for f in AUTOCAST_FAULTS}
+    results |= {f"FP8 block checkpoints: {f}": block_fp8_fault_caught(f) for f in BLOCK_FP8_FAULTS}
     if native_ops.catalogue_refusal() is None:  # these stand-ins are built from torch's OpInfo catalogue
         results |= {f"native float8 ops: {f}": native_op_fault_caught(f) for f in NATIVE_OP_FAULTS}
     if probes.torchao_float8_refusal() is None:  # these stand-ins are built from torchao's tensors

@@ -33,6 +33,8 @@ __all__ = [
     "explain_mx_scales",
     "NativeOpDeviation",
     "NATIVE_OP_DEVIATIONS",
+    "BlockFp8Deviation",
+    "BLOCK_FP8_DEVIATIONS",
 ]
 
 
@@ -217,4 +219,99 @@ NATIVE_OP_DEVIATIONS: tuple[NativeOpDeviation, ...] = (
         seen="torch 2.9.1, 2.13.0 and 2.14.1 on the CPU, every tensor size; torch 2.15.0 gives False",
         answer=_isfinite_of_the_e8m0_nan,
     ),
+)
+
+
+# --- transformers' fine-grained FP8 (block checkpoints) -----------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockFp8Deviation:
+    """A known answer of transformers' fine-grained FP8 where the block-checkpoint definition
+    (``reference.block_fp8``) gives another. ``answer`` computes the deviating answer exactly
+    (each takes its own arguments: the check that excuses it says which); the check excuses an
+    element only where the install gives that answer, and fails anywhere else."""
+
+    key: str
+    what: str
+    seen: str
+    answer: Callable[..., torch.Tensor]
+
+
+def _scale_through_the_reciprocal(amax: torch.Tensor) -> torch.Tensor:
+    # the deviating computation, written out: torch computes 448 / t as t.reciprocal() * 448
+    a = amax.float()
+    safe = torch.where(a > 0, a, torch.ones_like(a))
+    return torch.where(a > 0, torch.reciprocal(safe) * 448.0, torch.ones_like(a))
+
+
+def _ue8m0_through_float32_log2(scale_inv: torch.Tensor) -> torch.Tensor:
+    # the deviating computation, written out: ceil of a float32 log2 of the float32 inverse
+    return torch.pow(2.0, torch.ceil(torch.log2(scale_inv.float())))
+
+
+def _loader_blocks_from_the_grid(values: torch.Tensor, scale_inv: torch.Tensor) -> torch.Tensor:
+    # the deviating computation, written out: the block taken as (rows / grid rows, cols / grid cols)
+    rows, cols = values.shape[-2:]
+    gm, gn = scale_inv.shape[-2:]
+    if rows % gm or cols % gn:  # (there its answer is a refusal, never values: NaN matches nothing)
+        return torch.full_like(values, float("nan"))
+    bm, bn = rows // gm, cols // gn
+    return (values.reshape(-1, gm, bm, gn, bn) * scale_inv.float().reshape(-1, gm, 1, gn, 1)).reshape(values.shape)
+
+
+def _backward_scale_in_the_gradient_dtype(
+    values: torch.Tensor, scale_inv_expanded: torch.Tensor, dtype: torch.dtype
+) -> torch.Tensor:
+    # the deviating computation, written out: both factors rounded to the gradient's dtype first
+    return values.to(dtype) * scale_inv_expanded.to(dtype)
+
+
+TRANSFORMERS_SCALE_THROUGH_RECIPROCAL = BlockFp8Deviation(
+    key="scale_through_reciprocal",
+    what=(
+        "a block's scale 448 / amax is float32(float32(1 / amax) x 448), two roundings, one float32 ulp off the "
+        "correctly rounded quotient for some amax (and its stored inverse with it): Fp8Quantize writes "
+        "448 / amax with a Python number over a tensor, which torch computes as amax.reciprocal() * 448"
+    ),
+    seen="transformers 5.24.0 (Fp8Quantize) on torch 2.9.1, 2.13.0 and 2.15.0",
+    answer=_scale_through_the_reciprocal,
+)
+TRANSFORMERS_UE8M0_F32_LOG2 = BlockFp8Deviation(
+    key="ue8m0_f32_log2",
+    what=(
+        "a UE8M0 inverse scale just above 2^k (within float32's log2 resolution at k) is stored as 2^k: "
+        "Fp8Quantize takes ceil(log2(inv)) in float32, whose log2 rounds k + tiny to k; by the definition the "
+        "inverse is 2^(k+1), so the block's largest element saturates to 448 instead of encoding amax / 2^(k+1)"
+    ),
+    seen="transformers 5.24.0 (Fp8Quantize with scale_fmt='ue8m0'), on torch 2.9.1, 2.13.0 and 2.15.0",
+    answer=_ue8m0_through_float32_log2,
+)
+TRANSFORMERS_LOADER_BLOCKS_FROM_GRID = BlockFp8Deviation(
+    key="loader_blocks_from_grid",
+    what=(
+        "Fp8Dequantize (from_pretrained(..., dequantize=True)) takes the block as the weight's shape over the "
+        "scale grid's: a weight whose last blocks are ragged (448 x 200 in 128 x 128 blocks: a 4 x 2 grid) is "
+        "read in 112 x 100 blocks, wrong without an error; a shape the grid does not divide (DeepSeek-V3's "
+        "576-row kv_a_proj_with_mqa: 5 grid rows) is refused (ValueError)"
+    ),
+    seen="transformers 5.24.0; its backward's _dequantize_fp8_weight reads the same weights right",
+    answer=_loader_blocks_from_the_grid,
+)
+TRANSFORMERS_BACKWARD_SCALE_IN_GRAD_DTYPE = BlockFp8Deviation(
+    key="backward_scale_in_grad_dtype",
+    what=(
+        "_dequantize_fp8_weight (the weight FP8LinearFunction.backward multiplies a LoRA step's output gradient "
+        "by) rounds the float inverse scale to the gradient's dtype before the product: in bfloat16 the weight "
+        "differs from the checkpoint's (code x scale_inv rounded once) by up to 2^-8 relative; float32 and "
+        "UE8M0 (power-of-two) scales are exact"
+    ),
+    seen="transformers 5.24.0",
+    answer=_backward_scale_in_the_gradient_dtype,
+)
+BLOCK_FP8_DEVIATIONS: tuple[BlockFp8Deviation, ...] = (
+    TRANSFORMERS_SCALE_THROUGH_RECIPROCAL,
+    TRANSFORMERS_UE8M0_F32_LOG2,
+    TRANSFORMERS_LOADER_BLOCKS_FROM_GRID,
+    TRANSFORMERS_BACKWARD_SCALE_IN_GRAD_DTYPE,
 )

@@ -310,6 +310,56 @@ MEANINGS: tuple[KeyMeaning, ...] = (
         "or removed (code that names it stops with an error)",
         "refusal",
     ),
+    # --- transformers' fine-grained FP8 (block checkpoints) ------------------------------------------
+    _M(
+        "transformers.fp8",
+        "FP8 block checkpoints",
+        "whether transformers' fine-grained FP8 (transformers.integrations.finegrained_fp8) imports",
+        "FP8 block checkpoints (DeepSeek-V3, Qwen3-FP8) are not checked: none is loaded or written",
+        "refusal",
+    ),
+    _M(
+        "transformers.fp8.quantize.passes",
+        "FP8 block checkpoints",
+        "which weight shapes transformers' Fp8Quantize passes through unquantized (those 128 x 128 blocks do "
+        "not divide, and 1-D tensors)",
+        "a saved checkpoint keeps those weights in high precision, or starts quantizing them",
+        "numerics",
+    ),
+    _M(
+        "transformers.fp8.*.*.576x256",
+        "FP8 block checkpoints",
+        "what transformers' Fp8Dequantize does with a weight its scale grid does not divide ({2} scales; "
+        "DeepSeek-V3's 576-row kv_a_proj_with_mqa): refused, or a dequantization",
+        "an FP8 checkpoint with such a weight fails to load with dequantize=True, or starts to load",
+        "refusal",
+    ),
+    _M(
+        "transformers.fp8.from_pretrained",
+        "FP8 block checkpoints",
+        "whether a fine-grained FP8 checkpoint can be loaded here (transformers needs accelerate for it)",
+        "the from_pretrained check of FP8 block checkpoints does not run",
+        "refusal",
+    ),
+    _M(
+        "transformers.fp8.from_pretrained.*",
+        "FP8 block checkpoints",
+        "a tiny Qwen3 FP8 checkpoint ({1} scales) written by fp8ref, loaded by from_pretrained with "
+        "FineGrainedFP8Config(dequantize=True): 'definition' (bitwise the reference's dequantization), "
+        "'deviates: <named deviations>', or 'differs'",
+        "a model fine-tuned from an FP8 checkpoint starts from other weights",
+        "numerics",
+    ),
+    _M(
+        "transformers.fp8.*.**",
+        "FP8 block checkpoints",
+        "transformers' fine-grained FP8 {1} ({2}) against fp8ref's block reference: 'definition' (bitwise), "
+        "'deviates: <named deviations>' (fp8ref/harness/casts/deviations.py, excused for their exact answer) "
+        "or 'differs'",
+        "checkpoints are written, loaded or backpropagated through with other numbers (the scales, the block "
+        "layout, the rounding of a scale)",
+        "numerics",
+    ),
     # --- torch's native float8 ops ---------------------------------------------------------------------
     _M(
         "native.deviation.*",

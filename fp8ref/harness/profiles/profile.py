@@ -583,6 +583,41 @@ def _probe_scalar_ops(device: str) -> dict:
     }
 
 
+def _probe_transformers_fp8() -> dict:
+    """transformers' fine-grained FP8 against the block reference (``hf.block_checks``): each path's
+    word (``definition``, ``deviates: <named deviations>``, ``differs``), which weights the
+    quantizer passes through, which the loader refuses, and a tiny checkpoint through
+    ``from_pretrained``. Device-independent: collected for the CPU profile only."""
+    from ..hf import block_checkpoint, block_checks
+    from ..hf.transformers_fp8 import finegrained_refusal
+
+    missing = finegrained_refusal()
+    if missing is not None:
+        return {"transformers.fp8": missing.split(":", 1)[0] if missing.startswith("missing") else missing}
+    out = {"transformers.fp8.quantize.passes": "; ".join(f"{k}: {v}" for k, v in block_checks.passes_through().items())}
+    for fmt in ("float", "ue8m0"):
+        out[f"transformers.fp8.quantize.{fmt}"] = block_checks.word(block_checks.check_quantize(fmt))
+        for dtype, tag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+            loader = block_checks.check_loader(dtype, fmt)
+            out[f"transformers.fp8.loader.{fmt}.{tag}"] = block_checks.word(loader)
+            out[f"transformers.fp8.backward.{fmt}.{tag}"] = block_checks.word(block_checks.check_backward(dtype, fmt))
+        out[f"transformers.fp8.loader.{fmt}.576x256"] = loader.observed.get("576x256", "")
+    if install.has_package("accelerate"):
+        import tempfile
+
+        for fmt in ("float", "ue8m0"):
+            with tempfile.TemporaryDirectory() as folder:
+                config, state = block_checkpoint.tiny_qwen3()
+                quantized = block_checkpoint.write(folder, config, state, fmt)
+                loaded = block_checkpoint.load(folder).state_dict()
+            out[f"transformers.fp8.from_pretrained.{fmt}"] = block_checks.word(
+                block_checkpoint.check_load(loaded, quantized)
+            )
+    else:
+        out["transformers.fp8.from_pretrained"] = "missing: accelerate"
+    return out
+
+
 def _probe_surface(device: str) -> dict:
     """The FP8 API surface (``surface.collect``): type promotion of each float8 dtype, Python
     scalars with it, ``a + b`` with every other dtype, the scaled GEMM ops' schemas and enums."""
@@ -610,6 +645,8 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
         behaviour.update(_probe_torchao(device))
         behaviour.update(_probe_autocast(device))
         behaviour.update(_probe_optimizer_state(device))
+    if device_kind(device) == "cpu":
+        behaviour.update(_probe_transformers_fp8())
     behaviour.update(_probe_emulated_mlp())
     return {
         "fp8ref_profile": PROFILE_VERSION,

@@ -5,9 +5,10 @@ torch, a device without a dtype: these are facts about the install, to be report
 value, a test skipped with the versions), never a traceback. A mistake in fp8ref must still fail
 loudly. The rule that tells them apart:
 
-- An exception raised *inside the install* -- by code in torch, torchao, ml_dtypes, numpy or
-  triton, or by a native function they implement (a C++ ``TORCH_CHECK`` surfaces in the Python
-  frame that called it) -- is a refusal. Its text is what the install said.
+- An exception raised *inside the install* -- by code in torch, torchao, ml_dtypes, numpy,
+  triton, safetensors or transformers, or by a native function they implement (a C++
+  ``TORCH_CHECK`` surfaces in the Python frame that called it) -- is a refusal. Its text is
+  what the install said.
 - An exception raised by a ``raise`` or ``assert`` statement anywhere else (fp8ref's own argument
   checks, a test's helper) is a bug, and so is any exception that is not an ``Exception`` subclass
   (KeyboardInterrupt, SystemExit) or is ``MemoryError``.
@@ -47,7 +48,7 @@ __all__ = [
 T = TypeVar("T")
 
 # Packages whose code counts as "the install": an error raised from their files is their answer.
-INSTALL_PACKAGES = ("torch", "torchao", "ml_dtypes", "numpy", "triton", "functorch", "safetensors")
+INSTALL_PACKAGES = ("torch", "torchao", "ml_dtypes", "numpy", "triton", "functorch", "safetensors", "transformers")
 
 # What a native (C/C++) torch function raises when it refuses: c10::Error and friends map to these.
 NATIVE_REFUSALS = (RuntimeError, TypeError, ValueError, IndexError, AttributeError)

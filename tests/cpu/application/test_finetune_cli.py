@@ -121,6 +121,42 @@ def test_opt_in_loaders_on_a_local_model_directory_and_text_file(tmp_path):
     assert all(math.isfinite(x) for x in res["runs"]["fp8"]["losses"])
 
 
+@pytest.mark.needs("torchao", "accelerate", "safetensors")
+def test_a_fine_tune_starts_from_an_fp8_block_checkpoint_on_disk(tmp_path):
+    """--model DIR of an FP8 block checkpoint (fp8ref's reference wrote its projections as E4M3 in
+    128 x 128 blocks): both runs start from transformers' dequantization of it, which must be the
+    reference's (the checksum of the weights trained from), and the report says what it loaded."""
+    from fp8ref.finetune import preset_model
+    from fp8ref.finetune.corpus import ByteTokenizer, documents
+    from fp8ref.harness.hf import block_checkpoint
+
+    cfg = FinetuneConfig(preset="tiny", steps=2, seq_len=32, batch=2, lr=3e-3).resolved()
+    model = preset_model(cfg, ByteTokenizer.vocab_size)
+    config = {**model.config.to_dict(), "torch_dtype": "bfloat16"}
+    quantized = block_checkpoint.write(tmp_path / "model", config, model.state_dict())
+    _byte_level_tokenizer().save_pretrained(tmp_path / "model")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(documents(4_000, seed=9)))
+    # the parameters trained from (a tied one once): the projections as the reference dequantizes them
+    names = {id(p): n for n, p in model.named_parameters()}
+    expected = float(
+        sum(
+            (quantized[n].dequantize(torch.bfloat16) if n in quantized else p.detach()).double().sum()
+            for n, p in ((names[id(p)], p) for p in model.parameters())
+        )
+    )
+
+    res = compare(
+        FinetuneConfig(
+            model=str(tmp_path / "model"), dataset=str(corpus), steps=2, seq_len=32, batch=2, lr=3e-3, noise_runs=0
+        )
+    )
+    assert quantized, "the preset has no projection to quantize"
+    source = res["model"]["source"]
+    assert "FP8 block checkpoint" in source and "by transformers: definition" in source, source
+    assert res["runs"]["bf16"]["init_checksum"] == pytest.approx(expected, rel=1e-9)
+
+
 def test_unknown_local_dataset_suffix_is_a_value_error(tmp_path):
     bad = tmp_path / "data.bin"
     bad.write_bytes(b"\0")

@@ -1,0 +1,19 @@
+"""transformers' FP8Linear forward (its Triton or DeepGEMM block-scaled GEMM) on the CUDA device,
+against fp8ref's block reference within a derived bound (tests/common/block_fp8_checks.py). Under
+--fp8-dry-run on the CPU the kernels refuse, and the test skips naming that; the quantizer, the
+loader and the backward run on the CPU: tests/cpu/install/test_transformers_fp8.py."""
+
+import pytest
+
+from fp8ref.harness.hf.transformers_fp8 import finegrained_refusal
+from tests.common.block_fp8_checks import check_fp8linear_forward
+
+pytestmark = pytest.mark.needs("transformers")
+
+
+@pytest.mark.parametrize("scale_fmt", ["float", "ue8m0"])
+def test_fp8linear_forward_matches_the_block_reference(scale_fmt, gpu_device, skip_unless):
+    skip_unless(finegrained_refusal(), "transformers' fine-grained FP8")
+    refused, problem = check_fp8linear_forward(gpu_device, scale_fmt)
+    skip_unless(refused, f"transformers' FP8Linear forward on {gpu_device}")
+    assert problem is None, problem
