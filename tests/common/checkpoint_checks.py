@@ -6,10 +6,11 @@ fp8ref.harness.state.keeping."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 
-from fp8ref.harness.state.keeping import check_kept, saved_and_loaded
+from fp8ref.harness.state.keeping import check_kept, dcp_saved_and_loaded, saved_and_loaded
 
 
 # --- resume --------------------------------------------------------------------------------------
@@ -72,6 +73,23 @@ def check_resume(
         if not torch.equal(p.view(torch.uint8), q.view(torch.uint8)):
             return f"{recipe}: resumed at step {at}, final {name} differs in {int((p != q).sum())} elements"
     return None
+
+
+def through_dcp(ckpt: dict) -> dict:
+    """A checkpoint through torch.distributed.checkpoint in one process: saved, then loaded in
+    place into a state dict of the same structure whose tensors are zeroed (as a resumed run
+    loads into the state dicts of a freshly built model and optimizer), which comes back."""
+
+    def twin(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return torch.zeros_like(value)
+        if isinstance(value, dict):
+            return {k: twin(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [twin(v) for v in value]
+        return value
+
+    return dcp_saved_and_loaded(ckpt, twin(ckpt))
 
 
 REQUIRED = ("torch.save/load", "tensor_flatten/unflatten")  # what torch.compile and DCP rely on

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fp8ref.harness.state.keeping import check_kept, saved_and_loaded, subclass_examples
-from tests.common.checkpoint_checks import check_resume
+from tests.common.checkpoint_checks import check_resume, through_dcp
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -38,6 +38,15 @@ def _no_optimizer_state(ckpt: dict) -> dict:
     return ckpt
 
 
+def _dcp_loads_the_second_moment_as_the_first(ckpt: dict) -> dict:
+    """A distributed checkpoint whose loader fills AdamW's exp_avg_sq from the exp_avg entry (a
+    mix-up of keys in a planner): the moments come back, but not their own."""
+    ckpt = through_dcp(ckpt)
+    for state in ckpt["optim"]["state"].values():
+        state["exp_avg_sq"] = state["exp_avg"].clone()
+    return ckpt
+
+
 KEEP_FAULTS = {
     "NVFP4's per-tensor scale dropped": ("nvfp4_two_level", _drop_per_tensor_scale),
     "MX scales loaded column-major": ("mx_e4m3", _scales_transposed),
@@ -45,6 +54,7 @@ KEEP_FAULTS = {
 RESUME_FAULTS = {
     "master weights kept in bfloat16": _weights_in_bf16,
     "optimizer state not kept": _no_optimizer_state,
+    "DCP loads exp_avg_sq from exp_avg": _dcp_loads_the_second_moment_as_the_first,
 }
 FAULTS = [*KEEP_FAULTS, *RESUME_FAULTS]
 

@@ -1,4 +1,6 @@
-"""Ways a training job keeps and moves FP8 state, and whether a tensor comes back whole.
+"""Ways a training job keeps and moves FP8 state, and whether a tensor comes back whole: torch.save,
+copy_, flattening, load_state_dict, safetensors, and torch.distributed.checkpoint (DCP, in one
+process; over two ranks: tests/scripts/fsdp_float8.py).
 
 A float8 tensor is its bytes and dtype; a torchao quantized tensor subclass is its inner tensors
 and its metadata (``__tensor_flatten__``): element codes, block scales, the per-tensor scale,
@@ -33,6 +35,7 @@ __all__ = [
     "fields",
     "field_differences",
     "saved_and_loaded",
+    "dcp_saved_and_loaded",
     "subclass_examples",
 ]
 
@@ -91,12 +94,41 @@ def _through_safetensors(t: torch.Tensor) -> torch.Tensor:
     return load(save({"t": t.contiguous()}))["t"]
 
 
+def dcp_saved_and_loaded(state: dict[str, Any], into: dict[str, Any]) -> dict[str, Any]:
+    """``torch.distributed.checkpoint.save(state)`` to a temporary folder and ``load`` into
+    ``into`` (state dicts of the same structure, loaded in place, as training loads a checkpoint:
+    torchtitan's way), in one process; returns ``into``. Without a process group DCP warns that it
+    assumes one process: said, and silenced here."""
+    import tempfile
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            dcp.save(state, checkpoint_id=folder)
+            dcp.load(into, checkpoint_id=folder)
+        except dcp.api.CheckpointException as exc:
+            # a BaseException that wraps each rank's failure: the failure itself (with its own
+            # traceback) says who refused, so refusals.attempt can tell a refusal from a bug
+            failure = next(iter(exc.failures.values()))[0]
+            raise failure from None
+    return into
+
+
+def _through_dcp(t: torch.Tensor) -> torch.Tensor:
+    """DCP into a tensor of the same kind (``t``'s twin with zeroed inner tensors)."""
+    return dcp_saved_and_loaded({"t": t}, {"t": _zeroed_twin(t)})["t"]
+
+
 KEEP: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "torch.save/load": saved_and_loaded,
     "copy_": _copied,
     "tensor_flatten/unflatten": _flattened_and_back,
     "load_state_dict": _through_state_dict,
     "safetensors": _through_safetensors,
+    "dcp": _through_dcp,
 }
 SUBCLASS_ONLY = ("tensor_flatten/unflatten",)
 PLAIN_ONLY = ("safetensors",)  # safetensors stores plain tensors; a subclass is not its format

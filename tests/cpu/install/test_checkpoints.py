@@ -13,7 +13,7 @@ import torch
 from fp8ref.harness.stack import probes
 from fp8ref.harness.state.keeping import subclass_examples
 from fp8ref.reference.recipes import TORCHAO_RECIPES
-from tests.common.checkpoint_checks import assert_kept, check_resume
+from tests.common.checkpoint_checks import assert_kept, check_resume, through_dcp
 from tests.common.params import TORCH_FORMATS
 
 SUBCLASSES = ["mx_e4m3", "mx_e5m2", "mx_fp4", "mx_e4m3_swizzled", "nvfp4_single", "nvfp4_two_level"]
@@ -40,4 +40,14 @@ def test_a_converted_model_resumes_bitwise_from_a_checkpoint(recipe, skip_unless
     model (other initial weights): losses and final weights as the run that never stopped."""
     skip_unless(probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear on cpu")
     problem = check_resume(recipe)
+    assert problem is None, problem
+
+
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
+def test_a_converted_model_resumes_bitwise_from_a_distributed_checkpoint(recipe, skip_unless):
+    """The same through torch.distributed.checkpoint (one process; two ranks:
+    tests/cpu/install/test_fsdp_float8.py), loaded in place as a resumed run loads it."""
+    skip_unless(probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear on cpu")
+    problem = check_resume(recipe, save=through_dcp)
     assert problem is None, problem
