@@ -25,6 +25,21 @@ def run_differences(run: dict, unsharded: dict) -> list[str]:
     return out
 
 
+def resumed_differences(resumed: dict, unsharded: dict, at: int) -> list[str]:
+    """Where a run resumed from a checkpoint after ``at`` steps differs from the unsharded run:
+    the losses of the steps after ``at`` and the final weights, bitwise."""
+    out = (
+        []
+        if resumed["losses"] == unsharded["losses"][at:]
+        else [f"losses after step {at}: {resumed['losses']} vs unsharded {unsharded['losses'][at:]}"]
+    )
+    for name, want in unsharded["weights"].items():
+        got = resumed["weights"].get(name)
+        if got is None or not torch.equal(got, want):
+            out.append(f"weights {name}: differs from the unsharded run")
+    return out
+
+
 def reference_cast(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """fp8ref's tensorwise E4M3 cast of the full weight, in torchao's convention: (codes, scale)."""
     q = quantize(weight, E4M3FN, tensorwise())

@@ -73,3 +73,26 @@ def test_a_precomputed_scale_through_float16_is_caught():
     for dtype in (torch.float16, torch.bfloat16):
         run = {"precomputed_scales": [[want.to(dtype).float()]]}
         assert fsdp_checks.precomputed_scale_differences(run, [small]), dtype
+
+
+# --- a sharded model through a distributed checkpoint, through fsdp_checks.resumed_differences ------
+def _resumed(lost_shard: bool) -> tuple[dict, dict]:
+    """An unsharded run of 3 steps and one resumed from its checkpoint after 2, faithful or with
+    rank 1's half of the first weight brought back as zeros (a shard DCP did not read)."""
+    gen = torch.Generator().manual_seed(1)
+    weights = {"0.weight": torch.randn(8, 4, generator=gen), "2.weight": torch.randn(2, 8, generator=gen)}
+    unsharded = {"losses": [1.0, 0.9, 0.8], "weights": weights}
+    resumed = {"losses": [0.8], "weights": {k: v.clone() for k, v in weights.items()}}
+    if lost_shard:
+        resumed["weights"]["0.weight"][4:] = 0.0
+    return resumed, unsharded
+
+
+def dcp_shard_fault_caught() -> bool:
+    resumed, unsharded = _resumed(lost_shard=True)
+    return bool(fsdp_checks.resumed_differences(resumed, unsharded, at=2))
+
+
+def test_a_distributed_checkpoint_that_loses_a_shard_is_caught():
+    assert not fsdp_checks.resumed_differences(*_resumed(lost_shard=False), at=2)
+    assert dcp_shard_fault_caught()

@@ -18,6 +18,9 @@ What runs, in one process group of two ranks (torch.multiprocessing, a rendezvou
   install may abort the processes there, which is then recorded as its result;
 - ``fsdp2_float8_only``: both ranks, each Linear without bias, so an FSDP group holds float8
   weights alone (with torch 2.13 + torchao 0.18, gloo refuses that all-gather);
+- ``fsdp2_dcp``: the fsdp2 model saved after 2 steps through torch.distributed.checkpoint on both
+  ranks, loaded into a zeroed model sharded over both ranks and, on rank 0 alone, into a zeroed
+  unsharded one, each trained to the end (``dcp_run``);
 - ``tp2``: tensor parallel over both ranks, the first Linear ``Float8ColwiseParallel``, the
   second ``Float8RowwiseParallel`` (no bias), one forward and backward, against ``tp_reference``
   (the same model unsharded, with the hidden activation and its gradient recorded for bounds).
@@ -28,6 +31,7 @@ step. A run that raises records the error instead, and the other runs go on.
 """
 
 import os
+import shutil
 import sys
 import traceback
 from collections.abc import Callable
@@ -72,10 +76,13 @@ def train(
     steps: int,
     after_step: Callable[[Any], None] | None = None,
     before_step: Callable[[Any], None] | None = None,
+    first: int = 0,
 ) -> dict:
+    """Steps ``first`` .. ``steps - 1`` of plain SGD (no optimizer state, so a run resumed from its
+    weights alone continues exactly)."""
     opt = torch.optim.SGD(model.parameters(), lr=LR)
     losses, grads = [], {}
-    for x, y in batches(steps):
+    for x, y in batches(steps)[first:]:
         if before_step is not None:
             before_step(model)
         loss = torch.nn.functional.mse_loss(model(x).float(), y)  # (a bfloat16 output under mixed precision)
@@ -154,6 +161,65 @@ def sharded_run(name: str, bias: bool, mesh: Any, steps: int, rank: int, mixed: 
     return out
 
 
+def _shard(model: Any, mesh: Any) -> Any:
+    from torch.distributed.fsdp import fully_shard
+
+    for lin in linears(model):
+        fully_shard(lin, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def _zeroed(model: Any) -> Any:
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+    return model
+
+
+def dcp_run(mesh: Any, steps: int, rank: int, folder: str, at: int = 2) -> dict:
+    """``fsdp2_dcp``: the fsdp2 model trained ``at`` steps, its sharded state saved through
+    torch.distributed.checkpoint on both ranks, then loaded in place into a zeroed model sharded
+    over both ranks (``two``: the rest of the steps trained there) and, on rank 0 alone, into a
+    zeroed unsharded model (``one``). Each records the losses of the resumed steps and the final
+    weights; an error is recorded instead."""
+    import warnings
+
+    import torch.distributed.checkpoint as dcp
+
+    out: dict = {}
+    warnings.simplefilter("ignore")  # (DCP's notes on single-process loads and storage classes)
+    try:
+        model = _shard(build(True), mesh)
+        train(model, at)
+        dcp.save({"model": model.state_dict()}, checkpoint_id=folder)
+        fresh = _zeroed(_shard(build(True), mesh))
+        state = {"model": fresh.state_dict()}
+        dcp.load(state, checkpoint_id=folder)
+        fresh.load_state_dict(state["model"])
+        rest = train(fresh, steps, first=at)
+        out["two"] = {"losses": rest["losses"], "weights": rest["weights"]}
+    except BaseException as exc:  # noqa: BLE001 - DCP's CheckpointException is a BaseException: recorded
+        if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+            raise
+        out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        out["traceback"] = traceback.format_exc()[-3000:]
+    dist.barrier()
+    if rank == 0 and "error" not in out:
+        try:
+            alone = _zeroed(build(True))
+            state = {"model": alone.state_dict()}
+            dcp.load(state, checkpoint_id=folder, no_dist=True)
+            alone.load_state_dict(state["model"])
+            rest = train(alone, steps, first=at)
+            out["one"] = {"losses": rest["losses"], "weights": rest["weights"]}
+        except BaseException as exc:  # noqa: BLE001 - as above
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            out["one_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    out["at"] = at
+    return out
+
+
 def tp_problem() -> tuple[torch.Tensor, torch.Tensor]:
     gen = torch.Generator().manual_seed(2)
     return torch.randn(BATCH, D_IN, generator=gen), torch.randn(BATCH, D_OUT, generator=gen)
@@ -229,6 +295,8 @@ def worker(rank: int, world: int, rendezvous: str, steps: int, out_dir: str) -> 
     results["fsdp2_float8_only"] = sharded_run("fsdp2_float8_only", False, both, steps, rank)
     dist.barrier()
     results["tp2"] = tp_run(both)
+    dist.barrier()
+    results["fsdp2_dcp"] = dcp_run(both, steps, rank, os.path.join(out_dir, "dcp"))
     torch.save(results, os.path.join(out_dir, f"rank{rank}.pt"))
     # last, with everything else saved: an install may abort the process here (a collective whose
     # sizes disagree), and then only this run is lost
@@ -252,6 +320,7 @@ def main(out: str, steps: int = 3) -> None:
     for name in ("rendezvous", "rank0.pt", "rank1.pt", "uneven-rank0.pt", "uneven-rank1.pt"):
         if os.path.exists(os.path.join(out_dir, name)):
             os.unlink(os.path.join(out_dir, name))
+    shutil.rmtree(os.path.join(out_dir, "dcp"), ignore_errors=True)
     crashed = None
     try:
         mp.spawn(worker, args=(2, rendezvous, steps, out_dir), nprocs=2, join=True)

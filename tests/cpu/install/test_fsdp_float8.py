@@ -23,6 +23,7 @@ from tests.common.beside import script
 from tests.common.fsdp_checks import (
     all_gather_differences,
     precomputed_scale_differences,
+    resumed_differences,
     run_differences,
     weights_after_steps,
 )
@@ -32,7 +33,8 @@ pytestmark = pytest.mark.needs("torchao")
 
 def run_beside(folder):
     """The unsharded run, FSDP2 over one rank and over two (plain, and under a mixed-precision
-    policy), uneven shards, a float8-only FSDP group, and float8 tensor parallel over two ranks."""
+    policy), uneven shards, a float8-only FSDP group, float8 tensor parallel over two ranks, and the
+    two-rank model through a distributed checkpoint."""
     return {"fsdp": script("fsdp_float8.py", str(folder / "fsdp.pt"))}
 
 
@@ -222,3 +224,17 @@ def test_uneven_shards_match_the_unsharded_model(results, record_observation):
         diffs = run_differences(run, results["unsharded_uneven"])
         diffs += all_gather_differences(run, run["weights_before_step"])
         assert not diffs, f"uneven shards (rank {rank}):\n" + "\n".join(diffs)
+
+
+@pytest.mark.parametrize(
+    "rank,loaded_on", [(0, "two"), (1, "two"), (0, "one")], ids=["two-ranks-rank0", "two-ranks-rank1", "one-rank"]
+)
+def test_a_sharded_float8_model_resumes_bitwise_from_a_distributed_checkpoint(results, rank, loaded_on):
+    """FSDP2 with float8 all-gather, saved through torch.distributed.checkpoint on two ranks after 2
+    of 3 steps, loaded in place into a zeroed model sharded over two ranks, or on rank 0 into a
+    zeroed unsharded one: the resumed step's loss and the final weights as the unsharded run's,
+    bitwise (DCP must give back every shard of the float32 master weights)."""
+    run = _run(results, rank, "fsdp2_dcp")
+    assert loaded_on in run, f"loaded on {loaded_on} rank(s): {run.get('one_error', 'no result')}"
+    bad = resumed_differences(run[loaded_on], results["unsharded"], run["at"])
+    assert not bad, "\n".join(bad)
