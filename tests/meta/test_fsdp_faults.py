@@ -81,11 +81,10 @@ def _resumed(lost_shard: bool) -> tuple[dict, dict]:
     rank 1's half of the first weight brought back as zeros (a shard DCP did not read)."""
     gen = torch.Generator().manual_seed(1)
     weights = {"0.weight": torch.randn(8, 4, generator=gen), "2.weight": torch.randn(2, 8, generator=gen)}
-    unsharded = {"losses": [1.0, 0.9, 0.8], "weights": weights}
-    resumed = {"losses": [0.8], "weights": {k: v.clone() for k, v in weights.items()}}
+    kept = {k: v.clone() for k, v in weights.items()}
     if lost_shard:
-        resumed["weights"]["0.weight"][4:] = 0.0
-    return resumed, unsharded
+        kept["0.weight"][4:] = 0.0
+    return {"losses": [0.8], "weights": kept}, {"losses": [1.0, 0.9, 0.8], "weights": weights}
 
 
 def dcp_shard_fault_caught() -> bool:

@@ -310,6 +310,17 @@ MEANINGS: tuple[KeyMeaning, ...] = (
         "or removed (code that names it stops with an error)",
         "refusal",
     ),
+    # --- mixture-of-experts grouped GEMMs ----------------------------------------------------------------
+    _M(
+        "grouped.**",
+        "grouped GEMMs",
+        "whether the grouped GEMM {1} (torch's _grouped_mm, torchao's FP8 rowwise or MXFP8 MoE training GEMM) "
+        "runs forward and backward here: 'runs' (its numbers are held to fp8ref's grouped reference by "
+        "tests/cpu/install/test_grouped_gemm.py), or the refusal",
+        "mixture-of-experts training through that path starts or stops running here (torchao's MXFP8 weight "
+        "gradient refuses a group that is not a multiple of 32 tokens unless the groups are padded)",
+        "refusal",
+    ),
     # --- transformers' fine-grained FP8 (block checkpoints) ------------------------------------------
     _M(
         "transformers.fp8",

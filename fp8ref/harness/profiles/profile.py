@@ -618,6 +618,14 @@ def _probe_transformers_fp8() -> dict:
     return out
 
 
+def _probe_grouped(device: str, torchao: bool) -> dict:
+    """Which mixture-of-experts grouped GEMMs run here, forward and backward (``gemm.grouped``)."""
+    from ..gemm import grouped
+    from ..stack.probes import torchao_float8_refusal
+
+    return grouped.outcomes(device, torchao=torchao and torchao_float8_refusal() is None)
+
+
 def _probe_surface(device: str) -> dict:
     """The FP8 API surface (``surface.collect``): type promotion of each float8 dtype, Python
     scalars with it, ``a + b`` with every other dtype, the scaled GEMM ops' schemas and enums."""
@@ -640,6 +648,7 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     behaviour.update(_probe_special_casts(device))
     behaviour.update(_probe_native_ops(device))
     behaviour.update(_probe_scalar_ops(device))
+    behaviour.update(_probe_grouped(device, torchao))
     behaviour.update(_probe_surface(device))
     if torchao:
         behaviour.update(_probe_torchao(device))

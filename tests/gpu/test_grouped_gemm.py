@@ -1,0 +1,32 @@
+"""The grouped GEMM checks of tests/cpu/install/test_grouped_gemm.py on the CUDA device (or the CPU
+under --fp8-dry-run), plus what only a GPU runs: torchao's MXFP8 grouped GEMM through its kernels
+(KernelPreference.AUTO, sm100) and its FP8 rowwise grouped GEMM through torch._scaled_grouped_mm
+(tests/common/grouped_checks.py says the bounds). A path the device refuses skips, naming it."""
+
+import pytest
+
+from tests.common import grouped_checks as gc
+
+
+@pytest.mark.parametrize("groups", list(gc.GROUPS))
+def test_torch_grouped_mm_multiplies_each_group_by_its_expert(groups, gpu_device, skip_unless):
+    refused, problem = gc.check_grouped_mm(gpu_device, groups)
+    skip_unless(refused, f"torch._grouped_mm on {gpu_device}")
+    assert problem is None, problem
+
+
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize("emulated", [True, False], ids=["emulated", "kernels"])
+@pytest.mark.parametrize("groups", list(gc.GROUPS))
+def test_torchao_mxfp8_grouped_mm_keeps_every_block_inside_one_expert(groups, emulated, gpu_device, skip_unless):
+    refused, problem = gc.check_mxfp8_grouped_mm(gpu_device, groups, pad=True, emulated=emulated)
+    skip_unless(refused, f"torchao's MXFP8 grouped GEMM ({'emulated' if emulated else 'kernels'}) on {gpu_device}")
+    assert problem is None, problem
+
+
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize("groups", list(gc.GROUPS))
+def test_torchao_fp8_rowwise_grouped_mm_scales_per_expert(groups, gpu_device, skip_unless):
+    refused, problem = gc.check_fp8_rowwise_grouped_mm(gpu_device, groups)
+    skip_unless(refused, f"torchao's FP8 rowwise grouped GEMM on {gpu_device}")
+    assert problem is None, problem
