@@ -17,6 +17,8 @@ from tests.meta.test_conversion_faults import FAULTS as CONVERSION_PARAM_FAULTS
 from tests.meta.test_conversion_faults import conversion_param_fault_caught
 from tests.meta.test_float8_conversion_faults import FAULTS as CONVERSION_FAULTS
 from tests.meta.test_float8_conversion_faults import conversion_fault_caught
+from tests.meta.test_fp8_layer_faults import FAULTS as LAYER_FAULTS
+from tests.meta.test_fp8_layer_faults import layer_fault_caught
 from tests.meta.test_fsdp_faults import FSDP_FAULTS, dcp_shard_fault_caught, fsdp_fault_caught
 from tests.meta.test_grouped_gemm_faults import FAULTS as GROUPED_FAULTS
 from tests.meta.test_grouped_gemm_faults import grouped_fault_caught
@@ -44,6 +46,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"FSDP float8 all-gather: {f}": fsdp_fault_caught(f) for f in FSDP_FAULTS}
     results["FSDP2 through DCP: a shard lost"] = dcp_shard_fault_caught()
     results |= {f"grouped GEMMs: {f}": grouped_fault_caught(f) for f in GROUPED_FAULTS}
+    results |= {f"transformers' FP8 layers: {f}": layer_fault_caught(f) for f in LAYER_FAULTS}
     results |= {f"input space: {f}": check() for f, check in INPUT_SPACE_FAULTS.items()}
     results |= {f"MX scale modes: {f}": mx_mode_fault_caught(f) for f in MX_MODE_FAULTS}
     results |= {f"float8 to float8: {f}": conversion_fault_caught(f) for f in CONVERSION_FAULTS}
