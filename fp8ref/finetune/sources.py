@@ -129,8 +129,9 @@ def fp8_checkpoint(name: str) -> str | None:
         f"an FP8 block checkpoint ({len(quantized)} FP8 weights, {block} blocks, {'/'.join(sorted(fmt))} scales), "
         f"dequantized to bfloat16 by transformers: {block_checks.word(check)}"
     )
-    if check.observed:
-        line += f" ({', '.join(f'{n}: {w}' for n, w in sorted(check.observed.items()))})"
+    deviating = {n: w for n, w in sorted(check.observed.items()) if w != "definition"}
+    if deviating:
+        line += f" ({', '.join(f'{n}: {w}' for n, w in deviating.items())})"
     return line + (f"; {'; '.join(check.problems[:3])}" if check.problems else "")
 
 

@@ -19,11 +19,8 @@ from typing import Any
 import torch
 
 from ...reference.block_fp8 import BLOCK, BlockFp8, ScaleFormat, quantize_blocks
-from ...reference.codec import decode
-from ...reference.formats import E4M3FN
-from ..casts.deviations import TRANSFORMERS_LOADER_BLOCKS_FROM_GRID
 from ..stack.install import require
-from .block_checks import BlockCheck
+from .block_checks import BlockCheck, judge_loaded
 
 __all__ = [
     "QUANTIZED",
@@ -173,31 +170,14 @@ def check_load(
     loaded: dict[str, torch.Tensor], quantized: dict[str, BlockFp8], dtype: torch.dtype = torch.bfloat16
 ) -> BlockCheck:
     """Each quantized weight as loaded (``loaded``: the model's state dict) against the
-    reference's dequantization into ``dtype``: bitwise, or the loader-blocks deviation's exact
-    answer (excused, its elements counted; ``observed`` names the weights)."""
+    reference's dequantization into ``dtype`` (``block_checks.judge_loaded``)."""
     check = BlockCheck()
     for name, q in quantized.items():
         got = loaded.get(name)
         if got is None:
             check.problems.append(f"{name}: not in the loaded model")
             continue
-        want = q.dequantize(dtype)
-        if got.dtype != dtype or got.shape != want.shape:
-            check.problems.append(
-                f"{name}: loaded as {got.dtype} {tuple(got.shape)}, expected {dtype} {tuple(want.shape)}"
-            )
-            continue
-        if torch.equal(got, want):
-            continue
-        answer = TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.answer(decode(q.codes, E4M3FN), q.scale_inv).to(dtype)
-        if torch.equal(got, answer):
-            check.excuse(TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.key, int((got != want).sum()))
-            check.observed[name] = f"deviates: {int((got != want).sum())} of {want.numel()} values"
-            continue
-        check.problems.append(
-            f"{name}: {int((got != want).sum())} of {want.numel()} loaded values differ from the reference's "
-            f"dequantization, max |diff| {(got.float() - want.float()).abs().max().item():.3e}"
-        )
+        judge_loaded(check, name, got, q, dtype)
     return check
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "stored_dtype",
     "check_quantize",
     "passes_through",
+    "judge_loaded",
     "check_loader",
     "check_backward",
     "check_lora_input_grad",
@@ -217,11 +218,30 @@ def _stored(ref: BlockFp8) -> tuple[torch.Tensor, torch.Tensor, torch.dtype]:
 Loader = Callable[..., torch.Tensor]
 
 
+def judge_loaded(check: BlockCheck, name: str, got: torch.Tensor, q: BlockFp8, dtype: torch.dtype) -> None:
+    """One weight as a loader gave it (``got``) against the reference's dequantization of ``q`` into
+    ``dtype``: ``observed[name]`` ``definition``, or the loader-blocks deviation's exact answer
+    (excused, its elements counted; on a weight whose blocks are whole it is the definition's), or
+    a problem."""
+    want = q.dequantize(dtype)
+    if got.dtype != dtype or got.shape != want.shape:
+        check.problems.append(f"{name}: loaded as {got.dtype} {tuple(got.shape)}, expected {dtype} {tuple(want.shape)}")
+    elif torch.equal(got, want):
+        check.observed[name] = "definition"
+    elif torch.equal(got, TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.answer(decode(q.codes, E4M3FN), q.scale_inv).to(dtype)):
+        check.excuse(TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.key, int((got != want).sum()))
+        check.observed[name] = f"deviates: {int((got != want).sum())} of {want.numel()} values"
+    else:
+        check.problems.append(
+            f"{name} ({q.scale_fmt}, {dtype}): {int((got != want).sum())} of {want.numel()} loaded values differ "
+            f"from the reference's dequantization, max |diff| {(got.float() - want.float()).abs().max().item():.3e}"
+        )
+
+
 def check_loader(dtype: torch.dtype, scale_fmt: ScaleFormat | str, loader: Loader = hf.loader_dequantize) -> BlockCheck:
     """The loader (``from_pretrained(..., dequantize=True)``) on checkpoints the reference wrote,
-    every weight: bitwise the reference's dequantization into ``dtype``; on a ragged weight the
-    loader-blocks deviation's exact answer is excused (its elements counted); a refusal is
-    observed (``<weight>: refused: ...``), and one of a weight the grid divides is a problem."""
+    every weight, judged by ``judge_loaded``; a refusal is observed (``<weight>: refused: ...``),
+    and one of a weight the grid divides is a problem."""
     check = BlockCheck()
     for name, w in weights().items():
         ref = quantize_blocks(w, BLOCK, scale_fmt)
@@ -233,24 +253,7 @@ def check_loader(dtype: torch.dtype, scale_fmt: ScaleFormat | str, loader: Loade
                 check.problems.append(f"{name} ({scale_fmt}, {dtype}): the loader refused it: {got}")
             continue
         assert isinstance(got, torch.Tensor)
-        want = ref.dequantize(dtype)
-        if got.shape != want.shape or got.dtype != dtype:
-            check.problems.append(
-                f"{name}: loaded as {got.dtype} {tuple(got.shape)}, expected {dtype} {tuple(want.shape)}"
-            )
-            continue
-        if torch.equal(got, want):
-            check.observed[name] = "definition"
-            continue
-        answer = TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.answer(decode(ref.codes, E4M3FN), ref.scale_inv).to(dtype)
-        if name in RAGGED and torch.equal(got, answer):
-            check.excuse(TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.key, int((got != want).sum()))
-            check.observed[name] = f"deviates: {int((got != want).sum())} of {want.numel()} values"
-            continue
-        check.problems.append(
-            f"{name} ({scale_fmt}, {dtype}): {int((got != want).sum())} of {want.numel()} dequantized values differ "
-            f"from the reference's, max |diff| {(got.float() - want.float()).abs().max().item():.3e}"
-        )
+        judge_loaded(check, name, got, ref, dtype)
     return check
 
 
