@@ -15,7 +15,7 @@ from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.metrics import calc_diff
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import tile
-from tests.common.float8linear_checks import device_accumulator
+from tests.common.float8linear_checks import gemm_accumulation
 
 
 def check_fp8linear_forward(
@@ -30,7 +30,6 @@ def check_fp8linear_forward(
     |got - ref| <= sum_k |w_k| (2^-4 |x_k| + 2^-10 amax_k / 448) 1.01 + b m + 2^-8 |ref|.
     ``forward_fn(x, codes, scale_inv)``: a stand-in for the layer (tests/meta). Returns (refusal,
     problem)."""
-    from fp8ref.harness.gemm.gemm_probes import accumulation_bound
     from fp8ref.harness.hf.transformers_fp8 import require_transformers
 
     fp8 = require_transformers("transformers' FP8Linear") if forward_fn is None else None
@@ -58,7 +57,7 @@ def check_fp8linear_forward(
     tile_amax = x64.abs().reshape(32, 3, 128).amax(-1).repeat_interleave(128, -1)
     quant = (2.0**-4 * x64.abs() + 2.0**-10 * tile_amax / 448) * 1.01
     mag = x64.abs() @ w64.abs().t()
-    acc = max((384 + 1) * 2.0**-24, accumulation_bound(384, *device_accumulator(device)))
+    acc = gemm_accumulation(384, device)
     bound = quant @ w64.abs().t() + acc * mag + 2.0**-8 * ref.abs()
     excess = (got.double().cpu() - ref).abs() - bound
     if bool((excess > 0).any()):

@@ -45,6 +45,14 @@ def device_accumulator(device: str) -> tuple[int, int | None]:
     return within, interval_products(promotion_interval(device, True))
 
 
+def gemm_accumulation(k: int, device: str) -> float:
+    """The relative accumulation bound of a GEMM over ``k`` products on ``device``: float32's
+    (k + 1) 2^-24 on the CPU; on a GPU at least ``accumulation_bound`` of the narrowest width its
+    FP8 _scaled_mm shows (``device_accumulator``)."""
+    acc = (k + 1) * 2.0**-24
+    return acc if device == "cpu" else max(acc, accumulation_bound(k, *device_accumulator(device)))
+
+
 def torchao_convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) -> Any:
     """A copy of ``lin`` in a Sequential, converted by torchao's float8 training for ``recipe``."""
     return torchao_float8_linear(recipe, emulate)(lin)

@@ -23,6 +23,7 @@ import torch
 from fp8ref.harness.gemm import grouped
 from fp8ref.harness.stack.refusals import attempt
 from fp8ref.reference import grouped as ref
+from tests.common.float8linear_checks import gemm_accumulation
 
 GROUPS = {"aligned": (32, 0, 64, 32), "ragged": (16, 0, 24, 40)}
 GROUPS_MAX = max(max(g) for g in GROUPS.values())  # (the longest weight-gradient contraction)
@@ -45,16 +46,6 @@ def problem(groups: str, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, tor
     b = (torch.randn(len(sizes), K, N, generator=gen) * magnitude * 0.1).to(torch.bfloat16)
     grad = (torch.randn(rows, N, generator=gen) / per_token).to(torch.bfloat16)
     return a, b, offs, grad
-
-
-def _acc(k: int, device: str) -> float:
-    acc = (k + 1) * 2.0**-24
-    if device != "cpu":
-        from fp8ref.harness.gemm.gemm_probes import accumulation_bound
-        from tests.common.float8linear_checks import device_accumulator
-
-        acc = max(acc, accumulation_bound(k, *device_accumulator(device)))
-    return acc
 
 
 def run(
@@ -122,7 +113,7 @@ def check_grouped_mm(device: str, groups: str, fn: Callable[..., torch.Tensor] =
     if got is None:
         return refused, None
     return None, _compare(
-        got, offs, (a, b), (grad, b), (a, grad), lambda m, k: _acc(k, device) * m, f"_grouped_mm {groups}"
+        got, offs, (a, b), (grad, b), (a, grad), lambda m, k: gemm_accumulation(k, device) * m, f"_grouped_mm {groups}"
     )
 
 
@@ -150,7 +141,7 @@ def check_mxfp8_grouped_mm(
         (ref.mx_operand(a, mode), ref.mx_operand(b, mode, dim=1)),
         (ref.mx_operand(grad, mode), ref.mx_operand(b, mode, dim=2)),
         (ref.mx_tokens_operand(a, offs, mode), ref.mx_tokens_operand(grad, offs, mode)),
-        lambda m, k: _acc(k, device) * m,
+        lambda m, k: gemm_accumulation(k, device) * m,
         f"MXFP8 grouped {groups} pad={pad}",
     )
 
@@ -164,6 +155,6 @@ def check_fp8_rowwise_grouped_mm(device: str, groups: str) -> Result:
         return refused, None
 
     def slack(mag: torch.Tensor, k: int) -> torch.Tensor:
-        return (2 * 2.0**-4 + 2.0**-8 + 2.0**-10 / 448 + _acc(k, device)) * mag
+        return (2 * 2.0**-4 + 2.0**-8 + 2.0**-10 / 448 + gemm_accumulation(k, device)) * mag
 
     return None, _compare(got, offs, (a, b), (grad, b), (a, grad), slack, f"FP8 rowwise grouped {groups}")

@@ -22,7 +22,7 @@ from fp8ref.reference.formats import E4M3FN, FloatFormat
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.recipes import OperandCast
 from fp8ref.reference.scaling import mx
-from tests.common.float8linear_checks import device_accumulator
+from tests.common.float8linear_checks import gemm_accumulation
 
 Result = tuple[str | None, str | None]
 TORCH_ELEM = {"e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m1fn": "float4_e2m1fn_x2"}
@@ -38,15 +38,9 @@ def _bounded(got: torch.Tensor, a: torch.Tensor, b: torch.Tensor, device: str, w
     one bfloat16 rounding of the output and the accumulation bound of this device's GEMM
     (float32's, (K + 1) 2^-24, on the CPU; on a GPU at least the bound of the narrowest width its
     FP8 _scaled_mm shows within a K block): |got - ref| <= 2^-8 |ref| + b m, with m = sum |a||b|."""
-    from fp8ref.harness.gemm.gemm_probes import accumulation_bound
-
     a, b, got = a.double().cpu(), b.double().cpu(), got.double().cpu()
     ref, mag = a @ b.t(), a.abs() @ b.abs().t()
-    k = a.shape[1]
-    acc = (k + 1) * 2.0**-24  # float32 accumulation, any order
-    if device != "cpu":
-        acc = max(acc, accumulation_bound(k, *device_accumulator(device)))
-    excess = (got - ref).abs() - (2.0**-8 * ref.abs() + acc * mag)
+    excess = (got - ref).abs() - (2.0**-8 * ref.abs() + gemm_accumulation(a.shape[1], device) * mag)
     if bool((excess > 0).any()):
         return f"{what}: {int((excess > 0).sum())} outputs outside the bound, max excess {excess.max().item():.3e}"
     return None

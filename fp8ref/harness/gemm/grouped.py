@@ -17,7 +17,7 @@ import torch
 
 from ..ao.torchao_compat import require_torchao
 
-__all__ = ["GROUPED", "torch_grouped_mm", "torchao_fp8_rowwise", "torchao_mxfp8", "column_major_experts", "outcomes"]
+__all__ = ["torch_grouped_mm", "torchao_fp8_rowwise", "torchao_mxfp8", "column_major_experts", "outcomes"]
 
 
 def column_major_experts(b: torch.Tensor) -> torch.Tensor:
@@ -62,13 +62,6 @@ def torchao_mxfp8(
         scale_calculation_mode=ScaleCalculationMode(mode),
         pad_token_groups_for_grouped_mm=pad,
     )
-
-
-GROUPED: dict[str, Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    "torch._grouped_mm": torch_grouped_mm,
-    "torchao.fp8_rowwise": torchao_fp8_rowwise,
-    "torchao.mxfp8.emulated": torchao_mxfp8,
-}
 
 
 def _runs(fn: Callable[..., torch.Tensor], sizes: tuple[int, ...], device: str) -> str:

@@ -605,9 +605,9 @@ def _probe_transformers_fp8() -> dict:
     if install.has_package("accelerate"):
         import tempfile
 
+        config, state = block_checkpoint.tiny_qwen3()  # (one model, written in each scale format)
         for fmt in ("float", "ue8m0"):
             with tempfile.TemporaryDirectory() as folder:
-                config, state = block_checkpoint.tiny_qwen3()
                 quantized = block_checkpoint.write(folder, config, state, fmt)
                 loaded = block_checkpoint.load(folder).state_dict()
             out[f"transformers.fp8.from_pretrained.{fmt}"] = block_checks.word(
@@ -621,9 +621,8 @@ def _probe_transformers_fp8() -> dict:
 def _probe_grouped(device: str, torchao: bool) -> dict:
     """Which mixture-of-experts grouped GEMMs run here, forward and backward (``gemm.grouped``)."""
     from ..gemm import grouped
-    from ..stack.probes import torchao_float8_refusal
 
-    return grouped.outcomes(device, torchao=torchao and torchao_float8_refusal() is None)
+    return grouped.outcomes(device, torchao=torchao and probes.torchao_float8_refusal() is None)
 
 
 def _probe_surface(device: str) -> dict:

@@ -22,7 +22,6 @@ pytestmark = pytest.mark.needs("torchao")
 
 # (weight, activation) element formats: one format throughout, and FP4 weights with FP8 activations
 PAIRS = [(E4M3FN, E4M3FN), (E5M2, E5M2), (E2M1FN, E2M1FN), (E2M1FN, E4M3FN)]
-TORCH_ELEM = {"e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m1fn": "float4_e2m1fn_x2"}
 
 
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
@@ -97,7 +96,7 @@ def test_swizzled_mx_scales_are_the_reference_layout_both_ways(shape, fmt):
     x = (torch.randn(rows, cols, generator=torch.Generator().manual_seed(rows + cols)) * 3).to(torch.bfloat16)
     q = quantize(x, fmt, mx(32))
     plain = q.scale_e8m0.reshape(rows, cols // 32)
-    t = MXTensor.to_mx(x, getattr(torch, TORCH_ELEM[fmt.name]), 32, is_swizzled_scales=True)
+    t = MXTensor.to_mx(x, getattr(torch, mkc.TORCH_ELEM[fmt.name]), 32, is_swizzled_scales=True)
     assert torch.equal(t.scale.view(torch.uint8).reshape(-1), fp4_gemm.to_blocked(plain))
     back = from_blocked(fp4_gemm.to_blocked(plain).view(torch.float8_e8m0fnu), rows, cols // 32)
     assert torch.equal(back.view(torch.uint8), plain)
