@@ -7,7 +7,13 @@ import os
 
 import pytest
 
-pytest_plugins = ["tests.plugins.gating", "tests.plugins.fixtures", "tests.plugins.beside", "tests.plugins.summaries"]
+pytest_plugins = [
+    "tests.plugins.compile_cache",
+    "tests.plugins.gating",
+    "tests.plugins.fixtures",
+    "tests.plugins.beside",
+    "tests.plugins.summaries",
+]
 
 # --- hypothesis profiles -------------------------------------------------------------------
 try:
@@ -58,6 +64,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(whole or not at all). NAME-installs.json beside NAME.json names the differences accepted, with why",
     )
     group.addoption(
+        "--fp8-require-golden",
+        action="store_true",
+        default=False,
+        help="a missing golden (fp8ref's own, or --fp8-golden's PATH) fails the golden test instead of skipping: "
+        "for CI that must not go green without the comparison",
+    )
+    group.addoption(
         "--fp8-report",
         default=None,
         metavar="PATH",
@@ -66,10 +79,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(Markdown; JSON when PATH ends in .json)",
     )
     group.addoption(
-        "--fp8-no-speed-asserts",
+        "--fp8-report-format",
+        choices=["full", "summary"],
+        default="full",
+        help="--fp8-report's Markdown: full (every differing key, default) or summary (counts and the most serious "
+        "keys per family, the golden comparison under 60,000 characters: a pull-request comment)",
+    )
+    group.addoption(
+        "--fp8-strict",
         action="store_true",
         default=False,
-        help="gpu benchmarks: report throughput ratios but assert none of them",
+        help="fail the run (exit 1) when the install gives any known wrong answer, although each is excused by "
+        "name; the end-of-run section 'Defects of this install' lists them, most severe first",
     )
     group.addoption(
         "--fp8-dry-run",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import traceback
 from typing import Any
@@ -45,7 +46,21 @@ def _check_device(device: str) -> str:
     return device
 
 
+def _check_output(path: str, what: str) -> str:
+    """An output path that can be written (``atomic.check_writable``), as a usage error if not:
+    asked before the work, so the error comes at once and names the user's path."""
+    from .harness.profiles.atomic import UnwritablePath, check_writable
+
+    try:
+        check_writable(path, what)
+    except UnwritablePath as exc:
+        raise UsageError(str(exc)) from exc
+    return path
+
+
 def _cmd_profile(args: argparse.Namespace) -> int:
+    if args.out:  # (before importing torch: a path that cannot be written is told at once)
+        _check_output(args.out, "--out")
     from .harness.profiles.profile import collect
     from .harness.profiles.profile_file import save
 
@@ -68,37 +83,73 @@ def _load_two(args: argparse.Namespace) -> tuple[dict, dict]:
         raise UsageError(str(exc)) from exc
 
 
+def _same_device_kind(a: dict, b: dict, a_name: str, b_name: str) -> None:
+    """A usage error naming both device kinds when ``a`` and ``b`` were collected on different ones."""
+    ka, kb = a["versions"].get("device"), b["versions"].get("device")
+    if ka != kb and ka is not None and kb is not None:
+        raise UsageError(
+            f"{a_name} is a profile of device kind {ka!r} and {b_name} of {kb!r}: compare profiles of one device "
+            "kind (--any-device compares them anyway)"
+        )
+
+
 def _cmd_diff(args: argparse.Namespace) -> int:
-    from .harness.profiles.profile_file import ProfileError, diff, named_beside, read_named, who
+    from .harness.profiles.profile_file import (
+        ProfileError,
+        diff,
+        named_beside,
+        not_compared,
+        read_named,
+        same_value,
+        who,
+    )
 
     a, b = _load_two(args)
+    if not args.any_device:
+        _same_device_kind(a, b, args.a, args.b)
     rows = diff(a, b)
+    try:  # the differences accepted for B's install beside A (A-installs.json), if any
+        accepted = read_named(named_beside(args.a), b)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from exc
+    named = accepted[0] if accepted is not None else {}
+    open_rows = [(k, x, y) for k, x, y in rows if not (k in named and same_value(k, named[k], y))]
+    # (known before printing: a reader that closes the pipe early still gets this exit code)
+    args.exit_code = 1 if (open_rows if args.accepted_ok else rows) else 0
     if args.format != "text":
         from .harness.profiles import upgrade_report
 
-        try:  # the differences accepted for B's install beside A (A-installs.json), if any
-            accepted = read_named(named_beside(args.a), b)
-        except ProfileError as exc:
-            raise UsageError(str(exc)) from exc
         report = upgrade_report.build(a, b, a_name=args.a, b_name=args.b, accepted=accepted)
-        render = upgrade_report.render_json if args.format == "json" else upgrade_report.render_markdown
+        render = {
+            "json": upgrade_report.render_json,
+            "markdown": upgrade_report.render_markdown,
+            "summary": upgrade_report.render_summary,
+        }[args.format]
         sys.stdout.write(render(report))
-        return 1 if rows else 0
-    print(f"A: {args.a} ({who(a)}, {a['versions'].get('device')})")
-    print(f"B: {args.b} ({who(b)}, {b['versions'].get('device')})")
+        return int(args.exit_code)
+    print(f"A: {args.a} ({who(a, b)}, {a['versions'].get('device')})")
+    print(f"B: {args.b} ({who(b, a)}, {b['versions'].get('device')})")
+    for why, keys in not_compared(a, b).items():
+        print(f"not compared: {len(keys)} keys ({why})")
     if not rows:
         print(f"equal: {len(a['behaviour'])} keys")
         return 0
     width = max(len(k) for k, _, _ in rows)
     print(f"{'key'.ljust(width)}  A -> B")
     for k, x, y in rows:
-        print(f"{k.ljust(width)}  {x!r} -> {y!r}")
-    print(f"{len(rows)} of {len(set(a['behaviour']) | set(b['behaviour']))} keys differ")
-    return 1
+        mark = "  (accepted)" if (k, x, y) not in open_rows else ""
+        print(f"{k.ljust(width)}  {x!r} -> {y!r}{mark}")
+    total = len(set(a["behaviour"]) | set(b["behaviour"]))
+    done = f"; {len(rows) - len(open_rows)} accepted ({accepted[1]})" if accepted and len(open_rows) < len(rows) else ""
+    print(f"{len(rows)} of {total} keys differ{done}")
+    return int(args.exit_code)
 
 
 def _cmd_accept(args: argparse.Namespace) -> int:
-    """Name B's differences from the golden A, with why, in A-installs.json (whole or not at all)."""
+    """Name B's differences from the golden A (all, or those ``--key`` matches), with why, in
+    A-installs.json (whole or not at all); differences accepted before for the install stay."""
+    import fnmatch
+
     from .harness.profiles.atomic import write_text
     from .harness.profiles.profile_file import ProfileError, diff, install_label, named_beside, read_named_file
 
@@ -106,8 +157,15 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     if not why:
         raise UsageError("--why: expected the reason these differences are accepted, got nothing")
     a, b = _load_two(args)
+    _same_device_kind(a, b, args.a, args.b)
     rows = diff(a, b)
+    if args.key:
+        unmatched = [pattern for pattern in args.key if not any(fnmatch.fnmatchcase(k, pattern) for k, _, _ in rows)]
+        if unmatched:
+            raise UsageError(f"--key {unmatched[0]!r}: matches none of the {len(rows)} differing keys")
+        rows = [(k, x, y) for k, x, y in rows if any(fnmatch.fnmatchcase(k, pattern) for pattern in args.key)]
     path = named_beside(args.a)
+    _check_output(str(path), "accept")
     try:
         named = read_named_file(path) if path.exists() else {}
     except ProfileError as exc:
@@ -116,10 +174,27 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     if not rows:
         print(f"{args.b} ({label}) does not differ from {args.a}: nothing to accept")
         return 0
-    named[label] = {"why": why, "differences": {k: new for k, _, new in rows}}
+    before = named.get(label, {})
+    if before.get("why") and before["why"] != why and not _confirm_replacing(before["why"], args.replace):
+        raise UsageError(
+            f"{path} already accepts differences for {label} because: {before['why']!r}; --replace replaces that "
+            "reason with this one"
+        )
+    differences = {**before.get("differences", {}), **{k: new for k, _, new in rows}}
+    named[label] = {"why": why, "differences": dict(sorted(differences.items()))}
     write_text(path, json.dumps(named, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {path}: {len(rows)} differences accepted for {label}")
+    print(f"wrote {path}: {len(rows)} differences accepted for {label} ({len(differences)} in all)")
     return 0
+
+
+def _confirm_replacing(earlier: str, replace: bool) -> bool:
+    """Whether to replace an earlier reason: ``--replace``, or yes at a terminal's prompt."""
+    if replace:
+        return True
+    if not sys.stdin.isatty():
+        return False
+    answer = input(f"replace the earlier reason {earlier!r}? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -207,7 +282,13 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         cfg.resolved()  # a bad option is the user's input: one line, exit 2
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    bars = _Bars() if not args.no_progress else None
+    prefix = args.out or f"finetune-{args.preset if args.model is None else 'model'}-{args.backend}-{args.recipe}"
+    _check_output(prefix + ".json", "--out")  # (before training: a bad path fails at once, named)
+    if not args.no_plot:
+        _check_output(prefix + ".png", "--out")
+    # progress bars only on a terminal: a log or a CI step's captured stderr gets none (one line
+    # per update, kilobytes a run), and a run that succeeds prints nothing there
+    bars = _Bars() if not args.no_progress and sys.stderr.isatty() else None
     try:
         results = compare(cfg, progress=bars)
     except (ResourceUnavailable, MissingPackage) as exc:  # what the user asked for cannot be had here
@@ -215,13 +296,13 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     finally:
         if bars is not None:
             bars.close()
-    prefix = args.out or f"finetune-{args.preset if args.model is None else 'model'}-{args.backend}-{args.recipe}"
+    args.exit_code = 1 if args.check and not results["parity"]["within"] else 0  # (kept if stdout closes)
     for line in summary_lines(results):
         print(line)
     print(f"wrote {save_results(results, prefix + '.json')}")
     if not args.no_plot:
         print(f"wrote {plot_losses(results, prefix + '.png')}")
-    return 1 if args.check and not results["parity"]["within"] else 0
+    return int(args.exit_code)
 
 
 EXIT_CODES = """exit codes: 0 done; 1 a difference found (diff: the profiles differ; finetune --check:
@@ -260,11 +341,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("b", help="profile JSON (e.g. this install)")
     p.add_argument(
         "--format",
-        choices=["text", "markdown", "json"],
+        choices=["text", "markdown", "summary", "json"],
         default="text",
         help="text: one line per key (default); markdown: the upgrade report, grouped by family with each "
-        "key's meaning, consequence for training and severity (a pull-request comment as it is); json: the same "
-        "report as data. Differences accepted in A-installs.json beside A are marked with their reason",
+        "key's meaning, consequence for training and severity; summary: its counts and most serious rows, "
+        "always under 60,000 characters (a pull-request comment); json: the report as data. Differences "
+        "accepted in A-installs.json beside A are marked with their reason",
+    )
+    p.add_argument(
+        "--accepted-ok",
+        action="store_true",
+        help="exit 0 when every difference is accepted in A-installs.json (exit 1 only for the others)",
+    )
+    p.add_argument(
+        "--any-device", action="store_true", help="compare profiles of two device kinds (else a usage error)"
     )
     p.set_defaults(func=_cmd_diff)
 
@@ -274,9 +364,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("a", help="the golden profile JSON (NAME.json; writes NAME-installs.json beside it)")
     p.add_argument("b", help="the profile of the install whose differences are accepted")
     p.add_argument("--why", required=True, help="why these differences are acceptable (kept with them)")
+    p.add_argument(
+        "--key",
+        action="append",
+        metavar="PATTERN",
+        help="accept only the differing keys this glob matches (repeatable; e.g. 'transformers.fp8.*'); the others "
+        "keep failing",
+    )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an earlier reason accepted for this install (else asked at a terminal, refused elsewhere)",
+    )
     p.set_defaults(func=_cmd_accept)
 
-    p = sub.add_parser("finetune", help="train one causal LM in bf16 and in FP8; speedup, loss gap, JSON + PNG")
+    p = sub.add_parser("finetune", help="train one causal LM in bf16 and in FP8; the loss parity verdict, JSON + PNG")
     from .finetune.presets import PRESETS
 
     p.add_argument(
@@ -330,12 +432,16 @@ def main(argv: list[str] | None = None) -> int:
         help="torchao: FP8 GEMMs as float32 matmuls of the cast values instead of torch._scaled_mm "
         "(default: on for CPU, off for CUDA)",
     )
-    p.add_argument("--check", action="store_true", help="exit 1 when FP8's gap is outside the parity bound")
+    p.add_argument(
+        "--check", action="store_true", help="exit 1 when FP8's gap is outside the parity bound (budget + 3 x noise)"
+    )
     p.add_argument(
         "--out", help="output prefix: writes PREFIX.json and PREFIX.png (default finetune-<preset>-<backend>-<recipe>)"
     )
     p.add_argument("--no-plot", action="store_true", help="skip the PNG")
-    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (they show only when stderr is a terminal)"
+    )
     p.set_defaults(func=_cmd_finetune)
 
     p = sub.add_parser("bench", help="throughput benchmarks")
@@ -346,12 +452,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", action="store_true", help="JSON instead of a table")
     p.set_defaults(func=_cmd_bench)
 
-    args = parser.parse_args(argv)  # a usage error exits 2 here, with argparse's message
+    try:
+        args = parser.parse_args(argv)  # a usage error exits 2 here, with argparse's message
+    except SystemExit:  # (--help printed: a reader that left must not turn its exit 0 into 120)
+        _flush_stdout()
+        raise
     if not args.verbose:
         for name in _IMPORT_NOISE:
             logging.getLogger(name).setLevel(logging.ERROR)
     try:
-        return args.func(args)
+        args.exit_code = args.func(args)
+        sys.stdout.flush()  # a reader that left shows here, not in the interpreter's last flush
+        return int(args.exit_code)
+    except BrokenPipeError:  # stdout's reader left (`| head -1`): quietly, with the command's exit code
+        _stdout_to_devnull()
+        return int(getattr(args, "exit_code", 0))
     except UsageError as exc:
         return _error(args, str(exc))
     except OSError as exc:  # an output that cannot be written, an input that cannot be read
@@ -364,6 +479,27 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print("error: internal error in fp8ref (a bug; the traceback is above)", file=sys.stderr)
         return 3
+
+
+def _stdout_to_devnull() -> None:
+    """Python's recipe for a reader that closed the pipe (docs.python.org/3/library/signal.html,
+    "Note on SIGPIPE"): stdout's file descriptor points at devnull, so the interpreter's last flush
+    of what is still buffered does not fail again. A command whose exit code depends on its result
+    sets ``args.exit_code`` before it prints, so that code survives a reader that left early."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # a stdout without a file descriptor (captured) has no pipe to close
+        pass
+
+
+def _flush_stdout() -> None:
+    """Flush stdout now, quietly if its reader has left."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_to_devnull()
 
 
 def _error(args: argparse.Namespace, message: str) -> int:

@@ -12,12 +12,14 @@ them). Then it checks that every one of those is exactly the version it was, and
 (``-m gpu`` with ``--gpu``) with ``--fp8-report PATH``: what the suite found, the golden
 comparison as an upgrade report and the end-of-run sections, in one Markdown file.
 
-``--golden PATH`` holds the install to a golden you own (pytest's ``--fp8-golden``); without it
+``--golden PATH`` holds the install to a golden you own (pytest's ``--fp8-golden``, with
+``--fp8-require-golden``: a missing golden fails the run rather than skipping); without it
 the golden test compares with fp8ref's own pin (tests/golden/cpu.json) and its report says how
 your stack differs from that one.
 
-Exit codes: pytest's; 2 when the environment cannot run the suite (no torch, pip failed), 3 when
-pip changed a package of your stack (it must not: that is a bug to report).
+Exit codes: pytest's; 2 when the environment cannot run the suite (no torch, pip failed) or the
+report cannot be written there (said before anything is installed), 3 when pip changed a package
+of your stack (it must not: that is a bug to report).
 """
 
 from __future__ import annotations
@@ -124,6 +126,24 @@ def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
     ]
 
 
+def unwritable(path: Path, what: str) -> str | None:
+    """None when ``path`` can be written, else why not: fp8ref's one check of an output path
+    (``fp8ref/harness/profiles/atomic.py``, standard library only), loaded from this checkout
+    because fp8ref is not installed here yet."""
+    import importlib.util
+
+    where = ROOT / "fp8ref" / "harness" / "profiles" / "atomic.py"
+    spec = importlib.util.spec_from_file_location("_fp8ref_atomic", where)
+    assert spec is not None and spec.loader is not None
+    atomic = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(atomic)
+    try:
+        atomic.check_writable(path, what)
+    except OSError as exc:
+        return str(exc)
+    return None
+
+
 def _pip(python: str, args: list[str]) -> None:
     print("+ pip install " + " ".join(args), flush=True)
     done = subprocess.run([python, "-m", "pip", "install", "--quiet", *args])
@@ -141,6 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     # pytest runs in the checkout: paths are the caller's, so made absolute from here
     report = Path(args.report).expanduser().resolve()
     golden = Path(args.golden).expanduser().resolve() if args.golden else None
+    # the report's path as the user gave it, checked before anything is installed or run
+    problem = unwritable(Path(args.report).expanduser(), "--report")
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
     python = sys.executable
     before = installed(python)
     if "torch" not in before:
@@ -167,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     # conftest.py and knows these options, from the arguments that name existing paths)
     mark = "gpu" if args.gpu else "cpu"
     pytest_argv = [python, "-m", "pytest", f"--rootdir={ROOT}", "-m", mark, f"--fp8-report={report}"]
-    if golden is not None:
-        pytest_argv.append(f"--fp8-golden={golden}")
+    if golden is not None:  # (yours must be there: a missing one fails rather than skips)
+        pytest_argv += [f"--fp8-golden={golden}", "--fp8-require-golden"]
     code = subprocess.run([*pytest_argv, *args.pytest_args], cwd=ROOT).returncode
     print(f"pytest exit {code}; the report: {report}")
     return code

@@ -3,8 +3,9 @@
 Only this subpackage imports transformers, datasets or matplotlib (inside functions). Its parts:
 ``presets`` (model shapes, parity budgets), ``config`` (one comparison's settings), ``corpus``
 (the embedded grammar corpus), ``sources`` (the model and its batches), ``train`` (the runs),
-``parity_rule`` (the verdict), ``report`` (JSON, summary lines, plot) and ``faults`` (benign
-changes and real faults of torchao's FP8 path, to show what the verdict catches).
+``parity_rule`` (the verdict), ``intervals`` (how sure it can be with n runs), ``report`` (JSON,
+summary lines, plot) and ``faults`` (benign changes and real faults of torchao's FP8 path, to show
+what the verdict catches).
 
 Names are loaded on first use, so ``fp8ref.finetune.presets`` is cheap to import.
 """
@@ -20,18 +21,24 @@ _HOMES = {
     "PRESETS": "presets",
     "FP8_BUDGET": "presets",
     "PARITY_Z": "presets",
+    "CONFIDENCE": "presets",
+    "budget_source": "presets",
     "FinetuneConfig": "config",
     "ResourceUnavailable": "config",
     "RESULTS_SCHEMA": "train",
     "compare": "train",
     "calibrate": "train",
     "nudge_weights": "train",
+    "speed_note": "train",
     "parity": "parity_rule",
     "tail_gap": "parity_rule",
     "preset_model": "sources",
     "save_results": "report",
     "summary_lines": "report",
     "parity_line": "report",
+    "difference_line": "report",
+    "budget_line": "report",
+    "loss_figure": "report",
     "plot_losses": "report",
 }
 
@@ -40,10 +47,15 @@ if TYPE_CHECKING:  # the names as the type checker sees them at run time they lo
     from .config import ResourceUnavailable as ResourceUnavailable
     from .parity_rule import parity as parity
     from .parity_rule import tail_gap as tail_gap
+    from .presets import CONFIDENCE as CONFIDENCE
     from .presets import FP8_BUDGET as FP8_BUDGET
     from .presets import PARITY_Z as PARITY_Z
     from .presets import PRESETS as PRESETS
     from .presets import Preset as Preset
+    from .presets import budget_source as budget_source
+    from .report import budget_line as budget_line
+    from .report import difference_line as difference_line
+    from .report import loss_figure as loss_figure
     from .report import parity_line as parity_line
     from .report import plot_losses as plot_losses
     from .report import save_results as save_results
@@ -53,6 +65,7 @@ if TYPE_CHECKING:  # the names as the type checker sees them at run time they lo
     from .train import calibrate as calibrate
     from .train import compare as compare
     from .train import nudge_weights as nudge_weights
+    from .train import speed_note as speed_note
 
 __all__ = sorted(_HOMES)  # (the one table of public names)
 

@@ -12,7 +12,7 @@ import torch
 
 from ..reference.recipes import RECIPES, TORCHAO_RECIPES
 from ..reference.validate import one_of
-from .presets import FP8_BUDGET, PRESETS
+from .presets import FP8_BUDGET, MODEL_BUDGET, PRESETS
 
 __all__ = ["FinetuneConfig", "ResourceUnavailable", "BACKENDS", "LOCAL_BUILDERS", "filled"]
 
@@ -32,7 +32,8 @@ def filled(value: T | None, name: str) -> T:
 
 
 class ResourceUnavailable(RuntimeError):
-    """An opt-in model or dataset could not be loaded (no network, no such path, ...)."""
+    """An opt-in model or dataset could not be loaded or cannot be trained on (no network, no such
+    path, an empty or malformed local file, too little text): the message says which and why."""
 
 
 @dataclasses.dataclass
@@ -93,7 +94,7 @@ class FinetuneConfig:
             layers=p.num_hidden_layers if self.layers is None else self.layers,
         )
         if out.fp8_budget is None:
-            out.fp8_budget = FP8_BUDGET.get(self.preset, 0.01) if self.model is None else 0.01
+            out.fp8_budget = FP8_BUDGET[self.preset] if self.model is None else MODEL_BUDGET
         for name in ("steps", "seq_len", "batch", "layers", "seed", "noise_runs"):
             v = getattr(out, name)
             low = 0 if name in ("seed", "noise_runs") else 1

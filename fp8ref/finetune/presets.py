@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["Preset", "PRESETS", "FP8_BUDGET", "PARITY_Z"]
+__all__ = ["Preset", "PRESETS", "FP8_BUDGET", "PARITY_Z", "CONFIDENCE", "MODEL_BUDGET", "budget_source"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,3 +52,28 @@ PRESETS: dict[str, Preset] = {
 # unmeasured. Derivation and data: docs/finetune-parity.md.
 FP8_BUDGET = {"tiny": 0.03, "small": 0.03, "4b-shaped": 0.01}
 PARITY_Z = 3.0
+MODEL_BUDGET = 0.01  # --model: the parity expected of FP8 training on large models
+# Where each default budget comes from, as the verdict states it.
+_BUDGET_SOURCES = {
+    "tiny": "the tiny preset's: FP8's measured cost +0.90% plus three FP8 run spreads of 0.51%, rounded up "
+    "(torch 2.13.0, torchao 0.18.0, CPU; docs/finetune-parity.md)",
+    "small": "the small preset's: the tiny preset's 3%, not measured for this shape",
+    "4b-shaped": "the 4b-shaped preset's: the loss parity FP8 training is expected to reach on large models, "
+    "not yet measured on a GPU",
+}
+
+# The verdict's statement whether FP8 differs measurably from bf16: FP8's gap against the range
+# one more bf16 run lands in with this probability (``intervals.prediction_t``), and the interval
+# it gives on the noise estimated from the bf16 runs.
+CONFIDENCE = 0.95
+
+
+def budget_source(preset: str, model: str | None, budget: float) -> str:
+    """Where a comparison's FP8 budget comes from, in words: the preset's (or ``--model``'s)
+    default and how it was derived, or the caller's own value."""
+    default = MODEL_BUDGET if model is not None else FP8_BUDGET.get(preset)
+    if budget != default:
+        return "set by the caller (--fp8-budget)"
+    if model is not None:
+        return "the default for a pretrained model (--model): the parity expected on large models, not measured for it"
+    return _BUDGET_SOURCES.get(preset, f"the {preset} preset's")

@@ -3,9 +3,11 @@ its batches (the embedded grammar corpus, wikitext, or a local file)."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,7 +137,44 @@ def fp8_checkpoint(name: str) -> str | None:
     return line + (f"; {'; '.join(check.problems[:3])}" if check.problems else "")
 
 
-def _texts(cfg: FinetuneConfig, n_tokens: int) -> tuple[Any, str, float | None]:
+def _root_cause(exc: BaseException) -> BaseException:
+    """The error a loader's wrapper was raised from (datasets wraps a parser's error in a
+    ``DatasetGenerationError`` that says only that generation failed)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+@contextlib.contextmanager
+def _quiet_datasets(datasets: Any, progress: bool) -> Iterator[None]:
+    """datasets' own progress bars only where the comparison shows progress, and its logged
+    errors not at all: a file it cannot read is reported once, by the error raised here."""
+    log = logging.getLogger("datasets")
+    level, bars = log.level, not datasets.are_progress_bars_disabled()
+    log.setLevel(logging.CRITICAL)
+    if not progress:
+        datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+        if bars and not progress:
+            datasets.enable_progress_bars()
+
+
+def _local_file(path: str) -> str:
+    """The local dataset file, or ResourceUnavailable naming it and what is wrong with it."""
+    if os.path.getsize(path) == 0:
+        raise ResourceUnavailable(f"--dataset {path!r}: the file is empty (0 bytes)")
+    return path
+
+
+def _texts(cfg: FinetuneConfig, n_tokens: int, progress: bool) -> tuple[Any, str, float | None]:
     """``(texts, description, loss_floor)`` for the configured dataset."""
     if cfg.dataset == "grammar":
         # Byte-level: exactly n_tokens; a subword tokenizer needs more text for as many tokens.
@@ -149,25 +188,36 @@ def _texts(cfg: FinetuneConfig, n_tokens: int) -> tuple[Any, str, float | None]:
     else:  # a local file, checked by FinetuneConfig.resolved
         builder = LOCAL_BUILDERS[Path(cfg.dataset).suffix]
         what = f"{cfg.dataset} ({builder})"
-        loader = functools.partial(datasets.load_dataset, builder, data_files=cfg.dataset, split="train")
+        loader = functools.partial(datasets.load_dataset, builder, data_files=_local_file(cfg.dataset), split="train")
     try:
-        ds = loader()
-    except Exception as exc:  # noqa: BLE001 - every loader failure gets the same clear message
+        with _quiet_datasets(datasets, progress):
+            ds = loader()
+    except Exception as exc:  # noqa: BLE001 - every loader failure gets one clear message
+        if cfg.dataset != "wikitext":  # a local file: what is wrong with it, no word of a hub
+            raise ResourceUnavailable(
+                f"--dataset {cfg.dataset!r}: not a readable {Path(cfg.dataset).suffix[1:]} file for datasets' "
+                f"{builder!r} builder ({_first_line(_root_cause(exc))})"
+            ) from exc
         raise ResourceUnavailable(
-            f"--dataset {cfg.dataset!r} could not be loaded ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0] if str(exc) else ''}). This machine may not reach the dataset hub "
-            "(or HF_DATASETS_OFFLINE is set and it is not cached); pass a local file, or leave --dataset "
-            "out to use the embedded grammar corpus."
+            f"--dataset {cfg.dataset!r} could not be loaded ({_first_line(exc)}). This machine may not reach the "
+            "dataset hub (or HF_DATASETS_OFFLINE is set and it is not cached); pass a local file, or leave "
+            "--dataset out to use the embedded grammar corpus."
         ) from exc
     if "text" not in ds.column_names:
-        raise ValueError(f"dataset: {what} has no 'text' column (columns: {ds.column_names})")
+        raise ResourceUnavailable(f"--dataset {cfg.dataset!r}: no 'text' column (columns: {ds.column_names})")
+    if not any(t and t.strip() for t in ds["text"]):
+        raise ResourceUnavailable(
+            f"--dataset {cfg.dataset!r}: no text (its {len(ds):,} rows of 'text' are all empty or blank)"
+        )
     return (t for t in ds["text"] if t and t.strip()), what, None
 
 
-def batches(cfg: FinetuneConfig, tokenizer: Any) -> tuple[torch.Tensor, str, float | None]:
+def batches(cfg: FinetuneConfig, tokenizer: Any, progress: bool = True) -> tuple[torch.Tensor, str, float | None]:
+    """``(steps x batch x seq_len token ids, the data's description, its loss floor or None)``;
+    ``progress`` False keeps a dataset loader's progress bars off."""
     steps, batch, seq_len = filled(cfg.steps, "steps"), filled(cfg.batch, "batch"), filled(cfg.seq_len, "seq_len")
     need = steps * batch * seq_len
-    texts, what, floor = _texts(cfg, need)
+    texts, what, floor = _texts(cfg, need, progress)
     if isinstance(tokenizer, ByteTokenizer):
         encode = tokenizer.encode
     else:
@@ -175,4 +225,13 @@ def batches(cfg: FinetuneConfig, tokenizer: Any) -> tuple[torch.Tensor, str, flo
         def encode(text: str) -> list[int]:
             return tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    return pack(texts, encode, tokenizer.eos_token_id, steps, batch, seq_len), what, floor
+    try:
+        packed = pack(texts, encode, tokenizer.eos_token_id, steps, batch, seq_len)
+    except ValueError as exc:  # too little text for the run asked for: the user's file, not a bug
+        if cfg.dataset == "grammar":
+            raise
+        raise ResourceUnavailable(
+            f"--dataset {cfg.dataset!r}: {str(exc).removeprefix('texts: ')}; pass more text or fewer "
+            "--steps, --batch or --seq-len"
+        ) from exc
+    return packed, what, floor

@@ -1,6 +1,7 @@
 """bf16 vs FP8 training of one causal LM: the same initial weights, data order, optimizer and
-schedule twice, once in bf16 and once with FP8 linears, reporting the throughput ratio and the
-tail loss gap (the comparison fp8_parity.py's ``--full`` mode ran, made testable).
+schedule twice, once in bf16 and once with FP8 linears, reporting the throughput ratio (where it
+measures FP8 hardware: ``speed_note``) and the tail loss gap against bf16 runs one ulp apart (the
+comparison fp8_parity.py's ``--full`` mode ran, made testable).
 
 Defaults need no download: a Qwen3-architecture model built from a config (random init, presets
 below) trained on ``fp8ref.finetune.corpus``'s grammar at byte level, whose entropy gives a known loss
@@ -32,11 +33,15 @@ from ..reference.validate import instance
 from .config import FinetuneConfig, filled
 from .corpus import ByteTokenizer
 from .parity_rule import parity, tail_gap, tail_loss
+from .presets import budget_source
+from .report import budget_line, difference_line
 from .sources import batches, fp8_checkpoint, preset_model, pretrained_model, pretrained_tokenizer
 
-__all__ = ["compare", "calibrate", "nudge_weights", "convert_fp8", "RESULTS_SCHEMA"]
+__all__ = ["compare", "calibrate", "nudge_weights", "convert_fp8", "speed_note", "RESULTS_SCHEMA"]
 
-RESULTS_SCHEMA = "fp8ref.finetune/2"  # 2: noise runs and the parity verdict
+# 2: noise runs and the parity verdict; 3: the verdict's two statements (measurably different,
+# within the budget), the noise interval and the budget's source; no speed figure for emulated FP8
+RESULTS_SCHEMA = "fp8ref.finetune/3"
 
 
 # --- FP8 conversion -------------------------------------------------------------------------------
@@ -109,6 +114,9 @@ def _train(
     init = _checksum(model)
     fn: Callable[..., Any] = model
     if cfg.compile:
+        from ..harness.stack.compile_cache import use_install_cache
+
+        use_install_cache()  # (never replay what another torchao or transformers compiled)
         torch._dynamo.reset()
         fn = torch.compile(model)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -185,8 +193,23 @@ def nudge_weights(model: torch.nn.Module, which: int) -> int:
     return moved
 
 
-def _prepare(cfg: FinetuneConfig) -> tuple:
-    """``(build, source, batches, data description, loss floor)`` for a resolved config."""
+def speed_note(cfg: FinetuneConfig) -> str | None:
+    """Why a resolved comparison has no speed figure, or None when FP8's tokens/s against bf16's
+    measures FP8 hardware: torchao's Float8Linear through torch._scaled_mm on a GPU. Emulated FP8
+    (float32 matmuls of the cast values; fp8ref's reference layers) and a CPU (no FP8 units:
+    torch._scaled_mm dequantizes, or runs oneDNN's reference kernel, docs/finetune-cpu.md) time
+    the emulation, not FP8."""
+    where = "on CPU" if torch.device(cfg.device).type == "cpu" else f"on {cfg.device}"
+    if cfg.backend == "fp8ref" or cfg.emulate:
+        return f"FP8 emulated {where}: no speed figure"
+    if torch.device(cfg.device).type == "cpu":
+        return "FP8 on CPU, which has no FP8 units: no speed figure"
+    return None
+
+
+def _prepare(cfg: FinetuneConfig, progress: bool) -> tuple:
+    """``(build, source, batches, data description, loss floor)`` for a resolved config; a
+    dataset loader shows its progress bars only with ``progress``."""
     if cfg.model is None:
         tokenizer = ByteTokenizer()
         build = functools.partial(preset_model, cfg, tokenizer.vocab_size)
@@ -196,7 +219,7 @@ def _prepare(cfg: FinetuneConfig) -> tuple:
         build = functools.partial(pretrained_model, cfg.model)
         fp8 = fp8_checkpoint(cfg.model)
         source = cfg.model if fp8 is None else f"{cfg.model}: {fp8}"
-    packed, data_what, floor = batches(cfg, tokenizer)
+    packed, data_what, floor = batches(cfg, tokenizer, progress)
     return build, source, packed, data_what, floor
 
 
@@ -231,7 +254,7 @@ def compare(cfg: FinetuneConfig, progress: Progress | None = None) -> dict:
     bf16 runs from one-ulp-nudged weights; the results document, with the parity verdict."""
     instance(cfg, FinetuneConfig, "cfg", "a FinetuneConfig")
     cfg = cfg.resolved()
-    build, source, batches, data_what, floor = _prepare(cfg)
+    build, source, batches, data_what, floor = _prepare(cfg, progress is not None)
     runs, fp8_info, n_params = {}, None, None
     plan = [("bf16", 0), ("fp8", 0)] + [(f"bf16~{k}", k) for k in range(1, cfg.noise_runs + 1)]
     for label, nudge in plan:
@@ -241,8 +264,16 @@ def compare(cfg: FinetuneConfig, progress: Progress | None = None) -> dict:
     for run in runs.values():
         run["tail_loss"] = tail_loss(run["losses"])
     bf16_labels = ["bf16"] + [label for label, _ in plan[2:]]
-    verdict = parity([runs[label]["tail_loss"] for label in bf16_labels], tail_f, filled(cfg.fp8_budget, "fp8_budget"))
+    budget = filled(cfg.fp8_budget, "fp8_budget")
+    verdict = parity(
+        [runs[label]["tail_loss"] for label in bf16_labels],
+        tail_f,
+        budget,
+        budget_source=budget_source(cfg.preset, cfg.model, budget),
+    )
+    verdict["statements"] = {"difference": difference_line(verdict), "budget": budget_line(verdict)}
     tps_b, tps_f = runs["bf16"]["tokens_per_s"], runs["fp8"]["tokens_per_s"]
+    no_speed = speed_note(cfg)
     return {
         "schema": RESULTS_SCHEMA,
         "config": dataclasses.asdict(cfg),
@@ -269,7 +300,9 @@ def compare(cfg: FinetuneConfig, progress: Progress | None = None) -> dict:
         "tail_steps": k,
         "tail_gap": gap,
         "parity": verdict,
-        "speedup": tps_f / tps_b if tps_b and tps_f else None,
+        # FP8's tokens/s over bf16's, only where that measures FP8 hardware; else why not
+        "speedup": tps_f / tps_b if no_speed is None and tps_b and tps_f else None,
+        "speed_note": no_speed,
     }
 
 
@@ -281,7 +314,7 @@ def calibrate(cfg: FinetuneConfig, runs: int, progress: Progress | None = None) 
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 2:
         raise ValueError(f"runs: expected an int >= 2 (a spread needs two runs), got {runs!r}")
     cfg = cfg.resolved()
-    build, _, batches, _, _ = _prepare(cfg)
+    build, _, batches, _, _ = _prepare(cfg, progress is not None)
     out: dict = {}
     for label, fp8 in (("bf16", False), ("fp8", True)):
         tails = [

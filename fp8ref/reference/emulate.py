@@ -1,7 +1,21 @@
 """Emulated FP8 GEMMs: quantize the operands as a recipe says, multiply the dequantized values in
-float32. This is the arithmetic an FP8 GEMM is meant to approximate (exact products of the FP8
-values, accumulated in high precision) and the reference the torchao and ``_scaled_mm`` checks
+high precision. This is the arithmetic an FP8 GEMM is meant to approximate (exact products of the
+FP8 values, accumulated in high precision) and the reference the torchao and ``_scaled_mm`` checks
 compare against.
+
+Where the multiplication runs (``_gemm``), so that the reference never rests on a device's BLAS:
+- operands on the CPU: a float32 matmul there, torch's CPU float32 GEMM. Kept in float32 on
+  purpose: torchao's ``emulate=True`` layer multiplies the same float32 operands with the same
+  CPU matmul, and the CPU checks compare the two bit for bit (tests/cpu/install/
+  test_torchao_linear.py, the autocast answers the CPU golden pins, the reference's own tests);
+  a float64 product rounded to float32 differs from it in the last bit of some sums.
+- operands on another device (CUDA): moved to the CPU and multiplied in float64 (products of two
+  float32 values exact, sums rounded at 2^-53), the float32 result returned to their device. No
+  cuBLAS SGEMM, and so no TF32, enters the reference, whatever the process's matmul settings.
+- inside ``install_float32_order()``: a float32 matmul on the operands' device with TF32 off, the
+  order of the install's own float32 GEMM there, for a bitwise comparison with an implementation
+  that emulates FP8 by that matmul on a GPU (torchao's ``emulate=True``, under autocast, say).
+The dtypes returned are the same in each case.
 
 - ``fp8_linear``: ``y = x @ w.T + b`` under a recipe from ``fp8ref.reference.recipes`` (default
   ``tensorwise``: E4M3 forward, E5M2 output gradient, as torchao and fp8_parity.py's smoke check).
@@ -14,6 +28,7 @@ compare against.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -29,6 +44,8 @@ from .scaling import Kind, amax, tensorwise
 from .validate import instance, positive_int, tensor
 
 __all__ = [
+    "install_float32_order",
+    "full_float32_matmuls",
     "fp8_linear",
     "fp8_autocast",
     "Fp8LinearFunction",
@@ -38,6 +55,54 @@ __all__ = [
     "convert",
     "default_module_filter",
 ]
+
+
+_INSTALL_ORDER: contextvars.ContextVar[bool] = contextvars.ContextVar("install_float32_order", default=False)
+
+
+@contextlib.contextmanager
+def full_float32_matmuls() -> Iterator[None]:
+    """Every float32 matmul in the block in full float32: TF32 off on CUDA (torch's
+    ``set_float32_matmul_precision("highest")``, which sets the legacy and the per-backend
+    settings alike); the setting before is restored on exit."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+@contextlib.contextmanager
+def install_float32_order() -> Iterator[None]:
+    """Inside, the reference's GEMMs are float32 matmuls on their operands' device (the install's
+    float32 GEMM order there) and every float32 matmul runs without TF32 (``full_float32_matmuls``):
+    for comparing, bit for bit, with an implementation that emulates FP8 by that same matmul."""
+    token = _INSTALL_ORDER.set(True)
+    try:
+        with full_float32_matmuls():
+            yield
+    finally:
+        _INSTALL_ORDER.reset(token)
+
+
+def _gemm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` of two float32 operands, where the module docstring says, on ``a``'s device."""
+    if _INSTALL_ORDER.get() or a.device.type == "cpu":
+        return a @ b
+    return _float64_on_cpu(a, b)
+
+
+def _float64_on_cpu(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` in float64 on the CPU, rounded once to float32, on ``a``'s device."""
+    return (a.cpu().double() @ b.cpu().double()).float().to(a.device)
+
+
+def _column_sums(g: torch.Tensor) -> torch.Tensor:
+    """``g.float().sum(0)``, by the same rule as ``_gemm`` (the bias gradient)."""
+    if _INSTALL_ORDER.get() or g.device.type == "cpu":
+        return g.float().sum(0)
+    return g.cpu().double().sum(0).float().to(g.device)
 
 
 def cast_operand(t: torch.Tensor, op: OperandCast) -> torch.Tensor:
@@ -55,17 +120,17 @@ def cast_operand(t: torch.Tensor, op: OperandCast) -> torch.Tensor:
 
 
 def emulated_gemm(a: torch.Tensor, b: torch.Tensor, gemm: GemmRecipe) -> torch.Tensor:
-    """``A @ B^T`` of the FP8 values (float32 products and accumulation), A and B contraction-last."""
-    return cast_operand(a, gemm.a) @ cast_operand(b, gemm.b).t()
+    """``A @ B^T`` of the FP8 values (``_gemm``), A and B contraction-last."""
+    return _gemm(cast_operand(a, gemm.a), cast_operand(b, gemm.b).t())
 
 
 def _forward(
     ctx: Any, xd: torch.Tensor, wd: torch.Tensor, bias: torch.Tensor | None, x: torch.Tensor, w: torch.Tensor
 ) -> torch.Tensor:
-    """Save the dequantized operands and return ``xd @ wd.T + bias`` (float32 math) in x's dtype."""
+    """Save the dequantized operands and return ``xd @ wd.T + bias`` (``_gemm``) in x's dtype."""
     ctx.save_for_backward(xd, wd)
     ctx.has_bias, ctx.dtypes = bias is not None, (x.dtype, w.dtype)
-    y = xd @ wd.t()
+    y = _gemm(xd, wd.t())
     if bias is not None:
         y = y + bias.float()
     return y.to(x.dtype)
@@ -76,9 +141,9 @@ def _backward(ctx: Any, gd: torch.Tensor, xd: torch.Tensor, wd: torch.Tensor) ->
     in its input's dtype. ``gd``, ``xd``, ``wd`` are already-cast float32 operands."""
     x_dtype, w_dtype = ctx.dtypes
     g2, x2 = gd.reshape(-1, gd.shape[-1]), xd.reshape(-1, xd.shape[-1])
-    grad_x = (g2 @ wd).reshape(*gd.shape[:-1], wd.shape[1]).to(x_dtype)
-    grad_w = (g2.t() @ x2).to(w_dtype)
-    grad_b = g2.sum(0).to(w_dtype) if ctx.has_bias else None
+    grad_x = _gemm(g2, wd).reshape(*gd.shape[:-1], wd.shape[1]).to(x_dtype)
+    grad_w = _gemm(g2.t(), x2).to(w_dtype)
+    grad_b = _column_sums(g2).to(w_dtype) if ctx.has_bias else None
     return grad_x, grad_w, grad_b
 
 
@@ -105,7 +170,7 @@ class Fp8LinearFunction(torch.autograd.Function):
         g2, x2 = g.reshape(-1, g.shape[-1]), x.reshape(-1, x.shape[-1])
         grad_x = emulated_gemm(g2, w.t(), r.grad_input).reshape(*g.shape[:-1], w.shape[1]).to(x_dtype)
         grad_w = emulated_gemm(g2.t(), x2.t(), r.grad_weight).to(w_dtype)
-        grad_b = g2.float().sum(0).to(w_dtype) if ctx.has_bias else None
+        grad_b = _column_sums(g2).to(w_dtype) if ctx.has_bias else None
         return grad_x, grad_w, grad_b, None
 
 

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 import torch
 
-from fp8ref.harness.stack.refusals import attempt
 from fp8ref.reference.block_fp8 import BLOCK, quantize_blocks
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.metrics import calc_diff
@@ -29,9 +28,11 @@ def check_fp8linear_forward(
     accumulation bound b over m = sum |x||w|, and one bfloat16 rounding of the output:
     |got - ref| <= sum_k |w_k| (2^-4 |x_k| + 2^-10 amax_k / 448) 1.01 + b m + 2^-8 |ref|.
     ``forward_fn(x, codes, scale_inv)``: a stand-in for the layer (tests/meta). Returns (refusal,
-    problem)."""
-    from fp8ref.harness.hf.transformers_fp8 import require_transformers
+    problem): the refusal is ``fp8_layer_refusal``'s, asked before the layer runs unguarded."""
+    from fp8ref.harness.hf.transformers_fp8 import fp8_layer_refusal, require_transformers
 
+    if forward_fn is None and (refused := fp8_layer_refusal("linear", device)) is not None:
+        return refused, None
     fp8 = require_transformers("transformers' FP8Linear") if forward_fn is None else None
     gen = torch.Generator().manual_seed(30)
     w = (torch.randn(256, 384, generator=gen) * 0.02).to(torch.bfloat16)
@@ -48,10 +49,7 @@ def check_fp8linear_forward(
             layer.weight_scale_inv.copy_(q.scale_inv.to(layer.weight_scale_inv.dtype))
         return layer.to(device)(x.to(device))
 
-    ok, got = attempt(forward, device)
-    if not ok:
-        return str(got), None
-    assert isinstance(got, torch.Tensor)
+    got = forward()
     x64, w64 = x.double(), q.dequantize(torch.float32).double()
     ref = x64 @ w64.t()
     tile_amax = x64.abs().reshape(32, 3, 128).amax(-1).repeat_interleave(128, -1)
@@ -85,11 +83,14 @@ def check_fp8experts_forward(
     that rounds where the kernels do: 1.0e-4); a lost routing weight gives 0.40. (A worst-case
     bound carried through two quantized GEMMs and the SiLU is some 40 times the output here, too
     loose to tell a lost expert.) ``forward_fn(x, index, weights, gate_up, down)``: a stand-in for
-    the layer (tests/meta). Returns (refusal, problem)."""
+    the layer (tests/meta). Returns (refusal, problem): the refusal is ``fp8_layer_refusal``'s, asked
+    before the layer runs unguarded."""
     import types
 
-    from fp8ref.harness.hf.transformers_fp8 import require_transformers
+    from fp8ref.harness.hf.transformers_fp8 import fp8_layer_refusal, require_transformers
 
+    if forward_fn is None and (refused := fp8_layer_refusal("experts", device)) is not None:
+        return refused, None
     fp8 = require_transformers("transformers' FP8Experts") if forward_fn is None else None
     hidden, inter, experts, tokens = 256, 128, 4, 24
     config = types.SimpleNamespace(
@@ -119,10 +120,7 @@ def check_fp8experts_forward(
             layer.down_proj_scale_inv.copy_(torch.stack([q.scale_inv for q in down]))
         return layer.to(device)(x.to(device), index.to(device), weights.to(device))
 
-    ok, got = attempt(forward, device)
-    if not ok:
-        return str(got), None
-    assert isinstance(got, torch.Tensor)
+    got = forward()
     want = torch.zeros(tokens, hidden, dtype=torch.float64)
     x64 = x.double()
     for tok in range(tokens):

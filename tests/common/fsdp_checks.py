@@ -93,3 +93,58 @@ def weights_after_steps(unsharded: dict) -> list[list[torch.Tensor]]:
     before = unsharded["weights_before_step"]
     last = [unsharded["weights"][k] for k in sorted(unsharded["weights"]) if k.endswith("weight")]
     return [*before[1:], last]
+
+
+# The installs where FSDP2's float8 all-gather of uneven shards (tests/scripts/fsdp_float8.py's
+# fsdp2_uneven: a 127-row weight over two gloo ranks, 64 + 63) aborts a rank: the collective's
+# sizes disagree, gloo's enforce ("Received data size doesn't match expected size",
+# gloo/transport/tcp/pair.cc) throws in a gloo thread and the process ends with SIGABRT; without
+# float8 all-gather the same model runs. (torch release, torchao release) -> where it was seen.
+UNEVEN_SHARDS_ABORT = {
+    ("2.9.1", "0.17.0"): "CI's oldest install (2.9.1+cu128 on the CPU; recorded in the test, commit dae2e62)",
+    ("2.13.0", "0.18.0"): "torch 2.13.0+cpu: process 1 terminated with signal SIGABRT",
+    ("2.15.0", "0.18.0"): "CI's newest install (2.15.0+cu132 on the CPU; recorded in the test, commit dae2e62)",
+}
+
+
+def _release(version: str) -> str:
+    return version.split("+")[0]  # a local build tag (+cpu, +cu128) is the same release
+
+
+def uneven_shards_expected_to_abort(versions: dict) -> bool:
+    """Whether the install ``versions`` (``{'torch': ..., 'torchao': ...}``) is one of
+    ``UNEVEN_SHARDS_ABORT``."""
+    return (_release(versions["torch"]), _release(versions["torchao"])) in UNEVEN_SHARDS_ABORT
+
+
+def uneven_shards_problem(results: dict) -> str | None:
+    """tests/scripts/fsdp_float8.py's uneven-shard runs against what this install is expected to do.
+    On an install of ``UNEVEN_SHARDS_ABORT``: a rank ended by SIGABRT and nothing else (any other
+    error is a failure, and a run that goes through means the expectation is stale). On any other:
+    both ranks ran, each matching the unsharded model bitwise, every all-gather the reference cast."""
+    versions = f"torch {results['versions']['torch']}, torchao {results['versions']['torchao']}"
+    runs = [results["ranks"][r]["fsdp2_uneven"] for r in (0, 1)]
+    failed = next((run for run in runs if "error" in run), None)
+    if uneven_shards_expected_to_abort(results["versions"]):
+        if failed is None:
+            return (
+                f"{versions}: FSDP2's float8 all-gather of uneven shards ran, where this install is expected to "
+                "abort a gloo rank (SIGABRT): the expectation is stale. Check the run against the unsharded model "
+                "and take this install out of tests/common/fsdp_checks.py's UNEVEN_SHARDS_ABORT"
+            )
+        if failed.get("signal") != "SIGABRT":
+            return f"{versions}: uneven shards expected to abort a rank with SIGABRT, got: {failed['error']}"
+        return None
+    if failed is not None:
+        known = ", ".join(f"torch {t} + torchao {a}" for t, a in UNEVEN_SHARDS_ABORT)
+        return (
+            f"{versions}: FSDP2's float8 all-gather of uneven shards failed: {failed['error']} "
+            f"(expected to run here; known to abort on {known} only)"
+        )
+    diffs = []
+    for rank, run in enumerate(runs):
+        found = run_differences(run, results["unsharded_uneven"]) + all_gather_differences(
+            run, run["weights_before_step"]
+        )
+        diffs += [f"rank {rank}: {d}" for d in found]
+    return f"{versions}: uneven shards:\n" + "\n".join(diffs) if diffs else None

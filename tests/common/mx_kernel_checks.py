@@ -5,11 +5,16 @@ dynamic per-tensor scale. Each check returns ``(refusal, problem)``: ``refusal``
 refusing the path (the test skips, naming it), ``problem`` a line saying what differs, both None
 when the path runs and conforms. Shared by tests/cpu/install/test_mx_linear.py,
 tests/gpu/test_mx_linear.py and tests/gpu/test_mx_kernels.py.
+
+The refusal comes from the smallest call that asks (``*_refusal``: the same library call on inputs
+of ones, the same shapes, asked once per process); the check then runs unguarded, so an error in
+its own code or a library's failure on the check's inputs fails the test instead of reading as the
+install's refusal.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 from typing import Any
 
 import torch
@@ -28,9 +33,14 @@ Result = tuple[str | None, str | None]
 TORCH_ELEM = {"e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m1fn": "float4_e2m1fn_x2"}
 
 
-def _run(fn: Callable[[], Any], device: str) -> tuple[Any, str | None]:
-    ok, result = attempt(fn, device)
-    return (result, None) if ok else (None, str(result))
+def _ones_like(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Known-good inputs of the check's own shapes, dtypes and device, for the question it asks first."""
+    return tuple(torch.ones_like(t) for t in tensors)
+
+
+def _refusal(call: Any, device: str) -> str | None:
+    ok, result = attempt(call, device)
+    return None if ok else str(result)
 
 
 def _bounded(got: torch.Tensor, a: torch.Tensor, b: torch.Tensor, device: str, what: str) -> str | None:
@@ -55,29 +65,40 @@ def linear_inputs(seed: int = 0, device: str = "cpu") -> tuple[torch.Tensor, tor
     return x.to(device), w.to(device)
 
 
+def _mx_linear(x: torch.Tensor, w: torch.Tensor, w_fmt: str, a_fmt: str, mode: str, preference: str) -> torch.Tensor:
+    """torchao's ``F.linear(x, MXTensor(w))``, the activation quantized on the fly, the GEMM picked by
+    ``KernelPreference[preference]``."""
+    from torchao.prototype.mx_formats.config import ScaleCalculationMode
+    from torchao.prototype.mx_formats.mx_tensor import MXTensor, QuantizeTensorToMXKwargs
+    from torchao.quantization.quantize_.common.kernel_preference import KernelPreference
+
+    scaling, pref = ScaleCalculationMode(mode), KernelPreference[preference]
+    act = QuantizeTensorToMXKwargs(
+        elem_dtype=getattr(torch, TORCH_ELEM[a_fmt]), scaling_mode=scaling, kernel_preference=pref
+    )
+    elem = getattr(torch, TORCH_ELEM[w_fmt])
+    wm = MXTensor.to_mx(w, elem, 32, scaling_mode=scaling, act_quant_kwargs=act, kernel_preference=pref)
+    return F.linear(x, wm)
+
+
+@functools.cache
+def mx_linear_refusal(device: str, w_fmt: str, a_fmt: str, mode: str, preference: str) -> str | None:
+    """Does torchao's MX linear run with this element pair, scale mode and kernel preference on
+    ``device``? Asked with ones of ``linear_inputs``' shapes: None, or the install's refusal."""
+    x, w = _ones_like(*linear_inputs(device=device))
+    return _refusal(lambda: _mx_linear(x, w, w_fmt, a_fmt, mode, preference), device)
+
+
 def check_mx_linear(device: str, w_fmt: FloatFormat, a_fmt: FloatFormat, mode: str, preference: str) -> Result:
     """``F.linear(x, MXTensor(w))`` with the activation quantized on the fly, its GEMM picked by
     ``KernelPreference[preference]`` (EMULATED: dequantize and matmul; AUTO: the device's MX GEMM
     through torch._scaled_mm): the product of fp8ref's MX casts of x and w (blocks of 32 along K),
     within ``_bounded``'s bound."""
-    from torchao.prototype.mx_formats.config import ScaleCalculationMode
-    from torchao.prototype.mx_formats.mx_tensor import MXTensor, QuantizeTensorToMXKwargs
-    from torchao.quantization.quantize_.common.kernel_preference import KernelPreference
-
-    x, w = linear_inputs(device=device)
-    scaling, pref = ScaleCalculationMode(mode), KernelPreference[preference]
-
-    def linear() -> torch.Tensor:
-        act = QuantizeTensorToMXKwargs(
-            elem_dtype=getattr(torch, TORCH_ELEM[a_fmt.name]), scaling_mode=scaling, kernel_preference=pref
-        )
-        elem = getattr(torch, TORCH_ELEM[w_fmt.name])
-        wm = MXTensor.to_mx(w, elem, 32, scaling_mode=scaling, act_quant_kwargs=act, kernel_preference=pref)
-        return F.linear(x, wm)
-
-    got, refused = _run(linear, device)
+    refused = mx_linear_refusal(device, w_fmt.name, a_fmt.name, mode, preference)
     if refused is not None:
         return refused, None
+    x, w = linear_inputs(device=device)
+    got = _mx_linear(x, w, w_fmt.name, a_fmt.name, mode, preference)
     a = cast_operand(x.cpu(), OperandCast(a_fmt, mx(32, mode)))
     b = cast_operand(w.cpu(), OperandCast(w_fmt, mx(32, mode)))
     return None, _bounded(got, a, b, device, f"MX linear w {w_fmt.name}, a {a_fmt.name}, {mode}, {preference}")
@@ -91,6 +112,28 @@ NVFP4_LAYOUTS: dict[str, dict[str, bool]] = {
 }
 
 
+def _nvfp4_dequantized(w: torch.Tensor, scale: torch.Tensor | None, layout: str) -> torch.Tensor:
+    """torchao's ``NVFP4Tensor.to_nvfp4`` of ``w`` in ``layout``, dequantized to float32."""
+    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor
+
+    return NVFP4Tensor.to_nvfp4(w, per_tensor_scale=scale, **NVFP4_LAYOUTS[layout]).dequantize(torch.float32)
+
+
+def _nvfp4_layout_inputs(two_level: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+    gen = torch.Generator().manual_seed(11)
+    w = torch.randn(128, 64, generator=gen) * 3
+    return w, nvfp4.per_tensor_scale(w.float().abs().amax()) if two_level else None
+
+
+@functools.cache
+def nvfp4_layout_refusal(device: str, layout: str, two_level: bool) -> str | None:
+    """Does torchao quantize to NVFP4 in ``layout`` (one level or two) on ``device``? Asked with
+    ones of the check's shape: None, or the install's refusal."""
+    w = torch.ones(_nvfp4_layout_inputs(False)[0].shape, device=device)
+    scale = nvfp4.per_tensor_scale(torch.tensor(1.0)).to(device) if two_level else None
+    return _refusal(lambda: _nvfp4_dequantized(w, scale, layout), device)
+
+
 def check_nvfp4_layout(device: str, layout: str, two_level: bool) -> Result:
     """``NVFP4Tensor.to_nvfp4`` with the layout's keywords (scales row-major or swizzled; torchao's
     Triton quantize kernel), one level or two (the reference's per-tensor scale): its dequantized
@@ -98,19 +141,11 @@ def check_nvfp4_layout(device: str, layout: str, two_level: bool) -> Result:
     fp8ref.reference.nvfp4.Division; which one is pinned in the profile). A float32 input: torchao
     0.17's float32 dequantization of a bfloat16 tensor's NVFP4 differs from 0.18's and the
     reference's while its codes and block scales do not (the layouts are what this checks)."""
-    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor
-
-    gen = torch.Generator().manual_seed(11)
-    w = torch.randn(128, 64, generator=gen) * 3
-    scale = nvfp4.per_tensor_scale(w.float().abs().amax()) if two_level else None
-    got, refused = _run(
-        lambda: NVFP4Tensor.to_nvfp4(
-            w.to(device), per_tensor_scale=None if scale is None else scale.to(device), **NVFP4_LAYOUTS[layout]
-        ).dequantize(torch.float32),
-        device,
-    )
+    refused = nvfp4_layout_refusal(device, layout, two_level)
     if refused is not None:
         return refused, None
+    w, scale = _nvfp4_layout_inputs(two_level)
+    got = _nvfp4_dequantized(w.to(device), None if scale is None else scale.to(device), layout)
     if two_level:
         refs = {"two-level": nvfp4.quantize(w, scale).dequantize(torch.float32)}
     else:
@@ -123,24 +158,67 @@ def check_nvfp4_layout(device: str, layout: str, two_level: bool) -> Result:
     return None, f"NVFP4 {layout}, {'two' if two_level else 'one'} level: elements differ from the reference {counts}"
 
 
+def _nvfp4_linear(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, dynamic_scale: bool) -> torch.Tensor:
+    """torchao's ``F.linear(x, NVFP4Tensor(w))``, the activation quantized to NVFP4 on the fly."""
+    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, QuantizeTensorToNVFP4Kwargs
+
+    act = QuantizeTensorToNVFP4Kwargs(use_dynamic_per_tensor_scale=dynamic_scale)
+    return F.linear(x, NVFP4Tensor.to_nvfp4(w, per_tensor_scale=w_scale, act_quant_kwargs=act))
+
+
+@functools.cache
+def nvfp4_linear_refusal(device: str, dynamic_scale: bool) -> str | None:
+    """Does torchao's NVFP4 linear with activation quantization run on ``device``? Asked with ones
+    of ``linear_inputs``' shapes: None, or the install's refusal."""
+    x, w = _ones_like(*linear_inputs(4, device))
+    scale = nvfp4.per_tensor_scale(torch.tensor(1.0)).to(device)
+    return _refusal(lambda: _nvfp4_linear(x, w, scale, dynamic_scale), device)
+
+
 def check_nvfp4_linear(device: str, dynamic_scale: bool) -> Result:
     """``F.linear(x, NVFP4Tensor(w))`` with the activation quantized to NVFP4 on the fly, its
     per-tensor scale from the activation's amax (``use_dynamic_per_tensor_scale``) or none: the
     product of fp8ref's NVFP4 casts of x and w, within ``_bounded``'s bound."""
-    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor, QuantizeTensorToNVFP4Kwargs
-
-    x, w = linear_inputs(4, device)
-    w_scale = nvfp4.per_tensor_scale(w.float().abs().amax())
-    act = QuantizeTensorToNVFP4Kwargs(use_dynamic_per_tensor_scale=dynamic_scale)
-    got, refused = _run(
-        lambda: F.linear(x, NVFP4Tensor.to_nvfp4(w, per_tensor_scale=w_scale, act_quant_kwargs=act)), device
-    )
+    refused = nvfp4_linear_refusal(device, dynamic_scale)
     if refused is not None:
         return refused, None
+    x, w = linear_inputs(4, device)
+    w_scale = nvfp4.per_tensor_scale(w.float().abs().amax())
+    got = _nvfp4_linear(x, w, w_scale, dynamic_scale)
     x_scale = nvfp4.per_tensor_scale(x.float().abs().amax()) if dynamic_scale else None
     a = nvfp4.quantize(x.cpu(), None if x_scale is None else x_scale.cpu()).dequantize(torch.float32)
     b = nvfp4.quantize(w.cpu(), w_scale.cpu()).dequantize(torch.float32)
     return None, _bounded(got, a, b, device, f"NVFP4 linear, dynamic per-tensor scale {dynamic_scale}")
+
+
+def _dim1_cast(a: torch.Tensor, choice: str, mode: str) -> torch.Tensor:
+    """torchao's dim1 MXFP8 cast of ``a`` by ``MXFP8Dim1CastKernelChoice[choice]``, dequantized."""
+    from torchao.prototype.mx_formats.config import MXFP8Dim1CastKernelChoice, ScaleCalculationMode
+    from torchao.prototype.mx_formats.utils import _to_mxfp8_dim1_kernel_wrapper
+    from torchao.quantization.quantize_.common.kernel_preference import KernelPreference
+
+    kernel = MXFP8Dim1CastKernelChoice[choice]
+    pref = KernelPreference.EMULATED if kernel is MXFP8Dim1CastKernelChoice.TORCH else KernelPreference.AUTO
+    t = _to_mxfp8_dim1_kernel_wrapper(
+        a, 32, torch.float8_e4m3fn, torch.bfloat16, pref, kernel, ScaleCalculationMode(mode)
+    )
+    return t.dequantize(torch.float32)
+
+
+def _dim1_input() -> torch.Tensor:
+    gen = torch.Generator().manual_seed(5)
+    # (rows and columns multiples of 128, as torchao's dim1 kernels take them; blocks of 32 down a
+    # column spread over 2^-20 ... 2^20)
+    blocks = torch.exp2(torch.randint(-20, 20, (8, 128), generator=gen).float()).repeat_interleave(32, dim=0)
+    return (torch.randn(256, 128, generator=gen) * blocks).to(torch.bfloat16)
+
+
+@functools.cache
+def dim1_cast_kernel_refusal(choice: str, device: str, mode: str) -> str | None:
+    """Does ``MXFP8Dim1CastKernelChoice[choice]`` cast on ``device`` in ``mode``? Asked with ones of
+    the check's shape: None, or the install's refusal."""
+    a = torch.ones(_dim1_input().shape, dtype=torch.bfloat16, device=device)
+    return _refusal(lambda: _dim1_cast(a, choice, mode), device)
 
 
 def check_dim1_cast_kernel(choice: str, device: str, mode: str) -> Result:
@@ -148,30 +226,13 @@ def check_dim1_cast_kernel(choice: str, device: str, mode: str) -> Result:
     MX training casts a GEMM's transposed operand with): the MXTensor it builds dequantizes
     bitwise to fp8ref's MX cast of the transposed input (E4M3, blocks of 32, ``mode``). TORCH is
     the eager cast (``to_mx`` on the transposed input), the others torchao's kernels."""
-    from torchao.prototype.mx_formats.config import MXFP8Dim1CastKernelChoice, ScaleCalculationMode
-    from torchao.prototype.mx_formats.utils import _to_mxfp8_dim1_kernel_wrapper
-    from torchao.quantization.quantize_.common.kernel_preference import KernelPreference
-
-    gen = torch.Generator().manual_seed(5)
-    # (rows and columns multiples of 128, as torchao's dim1 kernels take them; blocks of 32 down a
-    # column spread over 2^-20 ... 2^20)
-    blocks = torch.exp2(torch.randint(-20, 20, (8, 128), generator=gen).float()).repeat_interleave(32, dim=0)
-    a = (torch.randn(256, 128, generator=gen) * blocks).to(torch.bfloat16)
-    kernel = MXFP8Dim1CastKernelChoice[choice]
-    pref = KernelPreference.EMULATED if kernel is MXFP8Dim1CastKernelChoice.TORCH else KernelPreference.AUTO
-
-    def cast() -> torch.Tensor:
-        t = _to_mxfp8_dim1_kernel_wrapper(
-            a.to(device), 32, torch.float8_e4m3fn, torch.bfloat16, pref, kernel, ScaleCalculationMode(mode)
-        )
-        return t.dequantize(torch.float32)
-
-    got, refused = _run(cast, device)
+    refused = dim1_cast_kernel_refusal(choice, device, mode)
     if refused is not None:
         return refused, None
+    a = _dim1_input()
+    got = _dim1_cast(a.to(device), choice, mode).cpu()
     # dim1: blocks of 32 down each column of a; the MXTensor holds a^T, blocked along its rows
     want = quantize(a.t().float().contiguous(), E4M3FN, mx(32, mode)).dequantize(torch.float32)
-    got = got.cpu()
     if got.shape != want.shape:
         return None, f"dim1 cast {choice} {mode}: shape {tuple(got.shape)}, a^T's {tuple(want.shape)}"
     if torch.equal(got, want):

@@ -183,6 +183,10 @@ def stand_in(
 
     def mm(A, B, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None, use_fast_accum=False):
         a, b = A.double(), B.double()
+        # the scale forms torch's kernels take (one element each, or (M, 1) and (1, N)); any other
+        # is declined as torch declines it, from inside torch
+        rowwise = scale_a.shape == (a.shape[0], 1) and scale_b.shape == (1, b.shape[1])
+        torch._check_value(scale_a.numel() == scale_b.numel() == 1 or rowwise, lambda: "Invalid scaling configuration.")
         if vector_scale_ignored and scale_a.shape == (1,):
             scale_a = torch.ones((), dtype=scale_a.dtype)
         sa = scale_a.double().mean() if row_scale_mean else scale_a.double()

@@ -31,6 +31,8 @@ def test_behaviour_profile_matches_the_golden_for_this_device(
         golden.where, gpu_device, update=update, now=now, how_to_pin=golden.how_to_pin(TEST)
     )
     record_golden(golden.where, gpu_device, status, lines, now)
+    if status == "missing" and golden.owned and request.config.getoption("--fp8-require-golden"):
+        pytest.fail("--fp8-require-golden: " + "\n".join(lines))
     if status == "updated" or (status == "missing" and golden.owned):
         pytest.skip(lines[0])
     if status == "missing":
@@ -39,5 +41,5 @@ def test_behaviour_profile_matches_the_golden_for_this_device(
         record_observation(f"golden profile ({gpu_device}), first run", lines[0])
         assert status == "pinned", "two collections of this device's profile differ:\n" + "\n".join(lines)
         return
-    assert status != "unreadable", "\n".join(lines)
+    assert status not in ("unreadable", "wrong device"), "\n".join(lines)
     assert status in ("equal", "named"), "FP8 behaviour differs from the pinned golden:\n" + "\n".join(lines)

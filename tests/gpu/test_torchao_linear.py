@@ -12,7 +12,7 @@ import torch
 
 from fp8ref.harness.ao import torchao_compat as ao
 from fp8ref.harness.stack import probes
-from fp8ref.reference.emulate import Fp8Linear
+from fp8ref.reference.emulate import Fp8Linear, full_float32_matmuls
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.metrics import sqnr
 from fp8ref.reference.quantize import quantize
@@ -27,6 +27,15 @@ pytestmark = [pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("torchao
 @pytest.fixture
 def linear_device(gpu_device: str) -> str:
     return gpu_device
+
+
+@pytest.fixture
+def full_float32():
+    """TF32 off for the test, restored after: its torchao layers emulate FP8 by float32 matmuls
+    of the dequantized operands (``emulate=True``), compared bit for bit with each other
+    (force_recompute) or within a bound that assumes float32 products (the weight cast)."""
+    with full_float32_matmuls():
+        yield
 
 
 @pytest.mark.parametrize(
@@ -75,7 +84,7 @@ def test_compiled_float8linear_forward_and_backward_match_eager(recipe, linear_d
 
 
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_device, skip_unless):
+def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_device, skip_unless, full_float32):
     skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
     problem = f8l.check_weight_cast_follows_the_weight(recipe, linear_device)
     assert problem is None, problem
@@ -91,7 +100,9 @@ def test_pad_inner_dim_pads_k_with_zeros(recipe, gpu_device, skip_unless):
 
 
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_force_recompute_fp8_weight_in_bwd_leaves_training_bitwise_unchanged(recipe, gpu_device, skip_unless):
+def test_force_recompute_fp8_weight_in_bwd_leaves_training_bitwise_unchanged(
+    recipe, gpu_device, skip_unless, full_float32
+):
     skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
     problem = f8l.check_force_recompute_is_inert(recipe, gpu_device)
     assert problem is None, problem

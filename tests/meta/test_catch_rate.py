@@ -29,11 +29,23 @@ from tests.meta.test_mx_mode_faults import mx_mode_fault_caught
 from tests.meta.test_native_op_faults import FAULTS as NATIVE_OP_FAULTS
 from tests.meta.test_native_op_faults import native_op_fault_caught
 from tests.meta.test_optimizer_state_faults import FAULTS as STATE_FAULTS
-from tests.meta.test_optimizer_state_faults import state_fault_caught
+from tests.meta.test_optimizer_state_faults import STEP_FAULTS, state_fault_caught, step_fault_caught
+from tests.meta.test_scale_edge_faults import MX_FAULTS as MX_BOUNDARY_FAULTS
+from tests.meta.test_scale_edge_faults import (
+    POW2_FAULTS,
+    POW2_SCALE_FAULTS,
+    mx_boundary_fault_caught,
+    pow2_fault_caught,
+    pow2_scale_fault_caught,
+)
 from tests.meta.test_scale_faults import SCALE_FAULTS, delayed_fault_caught, recipe_fault_caught, scale_fault_caught
 from tests.meta.test_scaled_mm_faults import MM_FAULTS, scaled_mm_excess
+from tests.meta.test_scaled_mm_quality_faults import FAULTS as QUALITY_FAULTS
+from tests.meta.test_scaled_mm_quality_faults import quality_fault_caught
 from tests.meta.test_torchao_surface_faults import ADDED as ADDED_MEMBERS
 from tests.meta.test_torchao_surface_faults import surface_fault_caught
+from tests.meta.test_uneven_shard_faults import FAULTS as UNEVEN_FAULTS
+from tests.meta.test_uneven_shard_faults import uneven_fault_caught
 
 
 def test_the_catch_rate_over_every_injected_fault(record_observation):
@@ -43,6 +55,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results["recipe: E4M3 gradients"] = recipe_fault_caught()
     results["delayed: latest amax instead of the window max"] = delayed_fault_caught()
     results |= {f"_scaled_mm: {f}": scaled_mm_excess(f) is not None for f in MM_FAULTS}
+    results |= {f"_scaled_mm quality bound: {f}": quality_fault_caught(f) for f in QUALITY_FAULTS}
     results |= {f"FSDP float8 all-gather: {f}": fsdp_fault_caught(f) for f in FSDP_FAULTS}
     results["FSDP2 through DCP: a shard lost"] = dcp_shard_fault_caught()
     results |= {f"grouped GEMMs: {f}": grouped_fault_caught(f) for f in GROUPED_FAULTS}
@@ -51,6 +64,11 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"MX scale modes: {f}": mx_mode_fault_caught(f) for f in MX_MODE_FAULTS}
     results |= {f"float8 to float8: {f}": conversion_fault_caught(f) for f in CONVERSION_FAULTS}
     results |= {f"FP8 optimizer state: {f}": state_fault_caught(f) for f in STATE_FAULTS}
+    results |= {f"FP8 optimizer step: {f}": step_fault_caught(f) for f in STEP_FAULTS}
+    results |= {f"pow2 scale rounding: {f}": pow2_fault_caught(f) for f in POW2_FAULTS}
+    results |= {f"pow2 scale of an amax: {f}": pow2_scale_fault_caught(f) for f in POW2_SCALE_FAULTS}
+    results |= {f"MX scales at the amax boundaries: {f}": mx_boundary_fault_caught(f) for f in MX_BOUNDARY_FAULTS}
+    results |= {f"FSDP2 uneven shards: {f}": uneven_fault_caught(f) for f in UNEVEN_FAULTS}
     results |= {f"autocast: {f}": autocast_fault_caught(f) for f in AUTOCAST_FAULTS}
     results |= {f"FP8 block checkpoints: {f}": block_fp8_fault_caught(f) for f in BLOCK_FP8_FAULTS}
     if native_ops.catalogue_refusal() is None:  # these stand-ins are built from torch's OpInfo catalogue

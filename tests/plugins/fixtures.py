@@ -38,11 +38,6 @@ def dry_run(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--fp8-dry-run")) and not torch.cuda.is_available()
 
 
-@pytest.fixture(scope="session")
-def speed_asserts(request: pytest.FixtureRequest, dry_run: bool) -> bool:
-    return not dry_run and not request.config.getoption("--fp8-no-speed-asserts")
-
-
 def no_usable_gpu() -> str | None:
     """None when a CUDA GPU runs a kernel here; else why not, in words (no CUDA in this torch
     build, no device visible, or a first kernel that fails: a broken driver or runtime)."""
@@ -60,7 +55,10 @@ def no_usable_gpu() -> str | None:
 
 def missing_required(packages: list[str]) -> list[str]:
     """For ``--fp8-require``: one line per named package that does not import here (torchao: that
-    does not import with this torch), empty when all do. ``packages`` may hold comma lists."""
+    does not import with this torch; transformers: whose fine-grained FP8 module does not import,
+    so that every transformers FP8 check would skip), empty when all do. ``packages`` may hold
+    comma lists."""
+    from fp8ref.harness.hf import transformers_fp8
     from fp8ref.harness.stack import probes
 
     names = [n.strip() for item in packages for n in item.split(",") if n.strip()]
@@ -70,6 +68,10 @@ def missing_required(packages: list[str]) -> list[str]:
             refusal = probes.torchao_float8_refusal()
             if refusal is not None:
                 lines.append(f"torchao: {refusal}")
+        elif name == "transformers":
+            refusal = transformers_fp8.finegrained_refusal()
+            if refusal is not None:
+                lines.append(f"transformers: {refusal}")
         elif not install.has_package(name):
             lines.append(f"{name}: not installed")
         else:
@@ -116,16 +118,23 @@ class Golden:
     owned: bool
 
     def how_to_pin(self, test: str) -> str:
-        """The command that pins this golden from the install, on purpose."""
-        option = f" --fp8-golden {self.where}" if self.owned else ""
-        return f"pytest {test}{option} --fp8-update-golden"
+        """The command that pins this golden from the install, on purpose, as it works pasted in
+        any folder: the test (``test``: its path in the checkout) by its absolute path, from which
+        pytest finds fp8ref's root folder and options, and ``--fp8-golden=PATH`` absolute and
+        written with ``=`` (README: pytest picks its root from the arguments that name paths)."""
+        import shlex
+
+        from tests.common.paths import ROOT
+
+        option = " " + shlex.quote(f"--fp8-golden={self.where.absolute()}") if self.owned else ""
+        return f"pytest {shlex.quote(str(ROOT / test))}{option} --fp8-update-golden"
 
 
 @pytest.fixture(scope="session")
 def golden(request: pytest.FixtureRequest) -> Golden:
     """The golden the golden tests hold this install to (``Golden``)."""
-    path = request.config.getoption("--fp8-golden")
-    return Golden(Path(path).expanduser(), True) if path else Golden(GOLDEN, False)
+    path = golden_option(request.config)
+    return Golden(path, True) if path is not None else Golden(GOLDEN, False)
 
 
 @pytest.fixture(scope="session")
@@ -178,3 +187,22 @@ def fresh_dynamo():
     finally:
         torch._dynamo.reset()
         counters.clear()
+
+
+def golden_option(config: pytest.Config) -> Path | None:
+    """``--fp8-golden``'s path, or None when the option is not given; an empty value (an unset
+    ``$VAR`` in a CI line) is a usage error, never a silent fall-back to fp8ref's own golden."""
+    value = config.getoption("--fp8-golden")
+    if value is None:
+        return None
+    if not str(value).strip():
+        raise pytest.UsageError(
+            "--fp8-golden: expected the path of a golden profile (a .json file or a folder of <device kind>.json "
+            "files), got an empty value (an unset variable?)"
+        )
+    return Path(value).expanduser().resolve()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    golden_option(config)  # (a usage error stops the run before it collects)

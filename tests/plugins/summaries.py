@@ -3,9 +3,10 @@
 (``record_cast_report``), the reference's own comparisons with the definition and with gfloat
 (``record_oracle_report``) and the golden tests' comparisons (``record_golden``). Under
 pytest-xdist each worker sends its share to the controller, so the sections read the same with and
-without ``-n``. ``--fp8-report PATH`` writes the golden comparisons as upgrade reports
+without ``-n``. ``--fp8-report=PATH`` writes the golden comparisons as upgrade reports
 (``fp8ref.harness.profiles.upgrade_report``) and the sections after them, for a CI job to upload: Markdown,
-or JSON when PATH ends in ``.json``, whole or not at all."""
+or JSON when PATH ends in ``.json``, whole or not at all. The run's output paths (the report, and the
+golden ``--fp8-update-golden`` writes) are checked when pytest configures, before it collects."""
 
 from __future__ import annotations
 
@@ -16,12 +17,15 @@ from typing import Any
 
 import pytest
 
+from tests.plugins.skip_account import account
+
 _REPORTS_KEY = pytest.StashKey[list]()
 _OBSERVED_KEY = pytest.StashKey[dict]()
 _THROUGHPUT_KEY = pytest.StashKey[list]()
 _ORACLE_KEY = pytest.StashKey[list]()
 _GOLDEN_KEY = pytest.StashKey[list]()
 _SECTION_KEY = pytest.StashKey[dict]()
+_DEFECT_KEY = pytest.StashKey[list[dict]]()
 _WORKER_KEY = "fp8ref_sections"
 
 
@@ -32,6 +36,32 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_ORACLE_KEY] = []
     config.stash[_GOLDEN_KEY] = []
     config.stash[_SECTION_KEY] = {}
+    config.stash[_DEFECT_KEY] = []
+    check_outputs(config)
+
+
+def check_outputs(config: pytest.Config) -> None:
+    """A ``pytest.UsageError`` (the run stops before collecting, with one line) when a file this
+    run writes cannot be written (``atomic.check_writable``): ``--fp8-report``'s, and with
+    ``--fp8-update-golden`` the golden's (``--fp8-golden``'s file or folder, else fp8ref's
+    ``tests/golden``). Found only at the end, it would cost the whole run and its summary."""
+    from fp8ref.harness.profiles.atomic import check_writable
+    from tests.common.paths import GOLDEN
+    from tests.plugins.fixtures import golden_option
+
+    try:
+        report = config.getoption("--fp8-report", None)
+        if report is not None:
+            check_writable(report, "--fp8-report")
+        if config.getoption("--fp8-update-golden", False):
+            owned = golden_option(config)
+            where = owned or GOLDEN
+            # a .json path is the golden file itself, anything else a folder of <device kind>.json
+            # files (golden.golden_path's rule; the device kind is known only when a test runs)
+            one_file = where.suffix == ".json" and not where.is_dir()
+            check_writable(where, "--fp8-golden" if owned else "--fp8-update-golden", folder=not one_file)
+    except OSError as exc:  # (atomic.UnwritablePath, or a path the system cannot even look at)
+        raise pytest.UsageError(str(exc)) from exc
 
 
 @pytest.fixture
@@ -41,6 +71,21 @@ def record_section(request: pytest.FixtureRequest) -> Callable[[str, list[str]],
 
     def record(title: str, lines: list[str]) -> None:
         request.config.stash[_SECTION_KEY][title] = list(lines)
+
+    return record
+
+
+@pytest.fixture
+def record_defect(request: pytest.FixtureRequest) -> Callable[[str, str, int], None]:
+    """``record_defect(key, where, count)``: the install gave a named deviation's wrong answer
+    (``fp8ref.harness.casts.deviations``, excused by the test) ``count`` times at ``where``. Such
+    defects open the end-of-run report; ``--fp8-strict`` fails the run on any."""
+
+    def record(key: str, where: str, count: int) -> None:
+        from fp8ref.harness.casts.defects import defect
+
+        if count:
+            request.config.stash[_DEFECT_KEY].append(dataclasses.asdict(defect(key, where, count)))
 
     return record
 
@@ -102,8 +147,12 @@ def record_cast_report(request: pytest.FixtureRequest) -> Callable[[Any], None]:
     return request.config.stash[_REPORTS_KEY].append
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
+    if config.getoption("--fp8-strict", False) and not hasattr(config, "workerinput") and defects(config):
+        if session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # (--fp8-strict: see the defects section)
     if hasattr(config, "workerinput"):  # an xdist worker: hand the sections to the controller
         workeroutput = getattr(config, "workeroutput")  # noqa: B009 - pytest-xdist sets it on a worker's config
         workeroutput[_WORKER_KEY] = json.dumps(
@@ -114,6 +163,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 "oracle": config.stash[_ORACLE_KEY],
                 "golden": config.stash[_GOLDEN_KEY],
                 "sections": config.stash[_SECTION_KEY],
+                "defects": config.stash[_DEFECT_KEY],
             },
             default=str,
         )
@@ -134,12 +184,56 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     config.stash[_ORACLE_KEY].extend(sections.get("oracle", []))
     config.stash[_GOLDEN_KEY].extend(sections.get("golden", []))
     config.stash[_SECTION_KEY].update(sections.get("sections", {}))
+    config.stash[_DEFECT_KEY].extend(sections.get("defects", []))
     config.stash[_REPORTS_KEY].extend(CastReport(**r) for r in sections["reports"])
 
 
+DEFECTS_TITLE = "Defects of this install: known wrong answers, excused by name"
+SKIPS_TITLE = "What this run did not check (skips by reason)"
+
+
+def defects(config: pytest.Config) -> list[dict]:
+    """The defects this run met (``record_defect``'s, and the deviations the cast reports counted),
+    one per deviation and place, most severe first."""
+    from fp8ref.harness.casts.defects import SEVERITIES, defect
+
+    found = [*config.stash.get(_DEFECT_KEY, [])]
+    for r in config.stash.get(_REPORTS_KEY, []):
+        if not r.impl.startswith("torch"):  # (an oracle's wrong answer is fp8ref's concern, not the install's)
+            continue
+        found += [
+            dataclasses.asdict(defect(k, f"{r.impl} {r.fmt} {r.inputs}", n)) for k, n in r.deviations.items() if n
+        ]
+    merged: dict[tuple[str, str], dict] = {}
+    for d in found:
+        seen = merged.setdefault((d["key"], d["where"]), dict(d, count=0))
+        seen["count"] += d["count"]
+    return sorted(merged.values(), key=lambda d: (SEVERITIES.index(d["severity"]), d["key"], d["where"]))
+
+
+def defect_lines(found: list[dict], strict: bool) -> list[str]:
+    """The defects section: one line per deviation and place, then each deviation's words and
+    versions once."""
+    from fp8ref.harness.stack.install import versions_line
+
+    lines = [
+        f"{len(found)} known wrong answers on {versions_line()}"
+        + (" (--fp8-strict: the run fails on them)" if strict else " (--fp8-strict fails the run on them)")
+    ]
+    lines += [f"[{d['severity']}] {d['key']}: {d['where']}, {d['count']:,} excused" for d in found]
+    for key in dict.fromkeys(d["key"] for d in found):
+        d = next(x for x in found if x["key"] == key)
+        lines += [f"{key}: {d['consequence']}", f"  what: {d['what']}", f"  seen: {d['seen']}"]
+    return lines
+
+
 def _sections(config: pytest.Config) -> list[tuple[str, list[str]]]:
-    """The end-of-run sections (title, lines), in the order they are printed."""
+    """The end-of-run sections (title, lines), in the order they are printed: the install's
+    defects first."""
     out = []
+    found = defects(config)
+    if found:
+        out.append((DEFECTS_TITLE, defect_lines(found, bool(config.getoption("--fp8-strict", False)))))
     observed = config.stash.get(_OBSERVED_KEY, {})
     if observed:
         out.append(("FP8 behaviour observed on this install", [f"{k}: {observed[k]}" for k in sorted(observed)]))
@@ -161,6 +255,10 @@ def _sections(config: pytest.Config) -> list[tuple[str, list[str]]]:
     if oracle_rows:
         out.append(("fp8ref against the definition and gfloat", summarize_oracle_rows(oracle_rows)))
     out += sorted(config.stash.get(_SECTION_KEY, {}).items())
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    skipped = account(reporter.stats.get("skipped", [])) if reporter is not None else []
+    if skipped:
+        out.append((SKIPS_TITLE, skipped))
     return out
 
 
@@ -172,14 +270,24 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(line)
     path = config.getoption("--fp8-report", None)
     if path and not hasattr(config, "workerinput"):
-        written = write_run_report(path, config.stash.get(_GOLDEN_KEY, []), sections, int(exitstatus))
+        written = write_run_report(
+            path,
+            config.stash.get(_GOLDEN_KEY, []),
+            sections,
+            int(exitstatus),
+            summary=config.getoption("--fp8-report-format", "full") == "summary",
+        )
         terminalreporter.write_line(f"fp8ref report: {written}")
 
 
-def write_run_report(path: str, golden: list[dict], sections: list[tuple[str, list[str]]], exitstatus: int) -> str:
+def write_run_report(
+    path: str, golden: list[dict], sections: list[tuple[str, list[str]]], exitstatus: int, summary: bool = False
+) -> str:
     """The run's report at ``path`` (JSON when it ends in ``.json``, else Markdown), whole or not
-    at all: each golden comparison (its upgrade report, or its status line when no golden was
-    read), then the end-of-run sections."""
+    at all: the install's defects, each golden comparison (its upgrade report, or its status line
+    when no golden was read), then the end-of-run sections. ``summary``: a pull-request comment,
+    under ``upgrade_report.SUMMARY_LIMIT`` characters: each golden comparison's summary and, of the
+    sections, only what this run did not check."""
     from fp8ref.harness.profiles import upgrade_report
     from fp8ref.harness.profiles.atomic import write_text
 
@@ -187,17 +295,31 @@ def write_run_report(path: str, golden: list[dict], sections: list[tuple[str, li
         data = {"fp8ref_run_report": 1, "exitstatus": exitstatus, "golden": golden, "sections": dict(sections)}
         return str(write_text(path, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"))
     out = ["## fp8ref: FP8 behaviour of this install", "", f"pytest exit status: {exitstatus}", ""]
+    first = [s for s in sections if s[0] == DEFECTS_TITLE]  # the install's known wrong answers open it
+    for title, lines in first:
+        out += [f"### {title}", "", "```text", *lines, "```", ""]
+    sections = [s for s in sections if s[0] != DEFECTS_TITLE]
     for entry in golden:
         out += [f"### Golden profile ({entry['device']}): `{entry['golden']}`, {entry['status']}", ""]
         if entry["report"] is not None:
-            out += [upgrade_report.render_markdown(entry["report"], level=4)]
+            render = upgrade_report.render_summary if summary else upgrade_report.render_markdown
+            out += [render(entry["report"], level=4)]
         else:
             out += [*entry["lines"], ""]
     if not golden:
         out += ["No golden test ran in this run.", ""]
+    if summary:
+        left = [title for title, _ in sections if title != SKIPS_TITLE]
+        sections = [s for s in sections if s[0] == SKIPS_TITLE]
+        if left:
+            out += [f"{len(left)} more end-of-run sections in the full report (--fp8-report-format full).", ""]
     for title, lines in sections:
         out += [f"### {title}", "", "```text", *lines, "```", ""]
-    return str(write_text(path, "\n".join(out)))
+    text = "\n".join(out)
+    if summary and len(text) > upgrade_report.SUMMARY_LIMIT:
+        cut = "\n\n(cut here to stay under a pull-request comment's size: the full report has the rest)\n"
+        text = text[: upgrade_report.SUMMARY_LIMIT - len(cut)] + cut
+    return str(write_text(path, text))
 
 
 def summarize_oracle_rows(rows: list[dict]) -> list[str]:

@@ -15,7 +15,8 @@ What runs, in one process group of two ranks (torch.multiprocessing, a rendezvou
   float8 scale above float16's max); the one-rank run is the unsharded model under that policy;
 - ``fsdp2_uneven``: both ranks, a hidden width of 127, so the first weight's dim 0 splits 64 + 63;
   ``unsharded_uneven`` is that model trained alone. It runs last, after the others are saved: an
-  install may abort the processes there, which is then recorded as its result;
+  install may abort the processes there, which is then recorded as its result (``error``, and
+  ``signal``: the signal that ended a rank, e.g. ``SIGABRT``, or None);
 - ``fsdp2_float8_only``: both ranks, each Linear without bias, so an FSDP group holds float8
   weights alone (with torch 2.13 + torchao 0.18, gloo refuses that all-gather);
 - ``fsdp2_dcp``: the fsdp2 model saved after 2 steps through torch.distributed.checkpoint on both
@@ -31,6 +32,7 @@ step. A run that raises records the error instead, and the other runs go on.
 """
 
 import os
+import re
 import shutil
 import sys
 import traceback
@@ -321,18 +323,21 @@ def main(out: str, steps: int = 3) -> None:
         if os.path.exists(os.path.join(out_dir, name)):
             os.unlink(os.path.join(out_dir, name))
     shutil.rmtree(os.path.join(out_dir, "dcp"), ignore_errors=True)
-    crashed = None
+    crashed: dict | None = None
     try:
         mp.spawn(worker, args=(2, rendezvous, steps, out_dir), nprocs=2, join=True)
     except Exception as exc:  # noqa: BLE001 - a rank killed by the install: recorded, not raised
-        crashed = f"crashed: {type(exc).__name__}: {exc}"
+        # the signal that ended a rank (torch.multiprocessing's ProcessExitedException), or None
+        found = re.search(r"terminated with signal (\w+)", str(exc))
+        signal_name = getattr(exc, "signal_name", None) or (found.group(1) if found else None)
+        crashed = {"error": f"crashed: {type(exc).__name__}: {exc}", "signal": signal_name}
     paths = [os.path.join(out_dir, f"rank{r}.pt") for r in range(2)]
     if not all(os.path.exists(p) for p in paths):
-        raise SystemExit(f"the two-rank runs: {crashed}")
+        raise SystemExit(f"the two-rank runs: {crashed['error'] if crashed else 'no results written'}")
     ranks = [torch.load(p, weights_only=False) for p in paths]
     for r, rank in enumerate(ranks):
         path = os.path.join(out_dir, f"uneven-rank{r}.pt")
-        rank["fsdp2_uneven"] = torch.load(path, weights_only=False) if not crashed else {"error": crashed}
+        rank["fsdp2_uneven"] = torch.load(path, weights_only=False) if crashed is None else dict(crashed)
     torch.save(
         {
             "unsharded": reference,

@@ -12,8 +12,8 @@
   the numbers and only the promised one is asserted.
 - ``promotion_interval``: how far apart two products must lie to be summed in float32, measured by
   sweeping the distance (``PROMOTION_SWEEP``), pinned rather than assumed.
-- ``kernels_of``: which kernels a call ran (torch.profiler: the CUDA kernels' names; on the CPU the
-  GEMM ops), so a change of backend (cuBLASLt's outer-vector scaling instead of CUTLASS, say) is
+- ``kernels_of`` (``kernel_names``): which kernels a call ran (torch.profiler: the CUDA kernels'
+  names; on the CPU the GEMM ops), so a change of backend (cuBLASLt's outer-vector scaling instead of CUTLASS, say) is
   one line of a profile diff; ``scaled_mm_kernels`` asks it for each scaling.
 - ``scale_result_rule``: what ``scale_result`` does to an FP8 output (divides, multiplies, or is
   ignored: a refactor once silently ignored it).
@@ -22,6 +22,19 @@
 Every input here is built so the exact answer is known: products of two FP8 values are exact in
 float32, and the probes' sums are powers of two apart. Harness, not reference: these call the
 implementation under test.
+
+Split-K: a GEMM may split K among thread blocks and add their partial sums afterwards. torch's
+CUDA ``_scaled_mm`` takes the one algorithm cuBLASLt's heuristic returns and asks for no split or
+reduction scheme (``scaled_gemm``, aten/src/ATen/cuda/CUDABlas.cpp), and the heuristic splits K
+(``CUBLASLT_ALGO_CONFIG_SPLITK_NUM``, or stream-K's shared tiles) most readily where the output's
+tiles are too few to fill the SMs: a 32 x 32 output over K = 2048 is the textbook case. The parts'
+sums are added in float32 for the float32 output the probes ask for (every
+``CUBLASLT_REDUCTION_SCHEME``: the compute type, the output type, or in place), so a split adds
+float32 additions and can only raise the bits a probe reads: it would be taken for promotion. On
+CUDA each probe is therefore laid out ``CUDA_REPLICAS`` x ``CUDA_REPLICAS`` times (a 4096 x 4096
+output: over a thousand 128 x 128 tiles, several waves on any H100/H200/B200, the shape a
+heuristic fills with whole tiles, as a training GEMM's), and its answer is the least over every
+copy: the answer of any copy whose K range one thread block summed whole, split elsewhere or not.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ import contextlib
 import math
 import os
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import torch
 
@@ -42,10 +56,14 @@ __all__ = [
     "promotion_interval",
     "interval_products",
     "accumulation_bound",
+    "kineto_quiet",
+    "kernel_names",
     "kernels_of",
     "scaled_mm_kernels",
     "PROMOTION_K",
     "SPANS",
+    "CUDA_REPLICAS",
+    "probe_replicas",
     "operand_dtypes",
     "exact_sum_operands",
     "accumulator_bits",
@@ -62,6 +80,10 @@ PROMOTION_K = 1024
 # the distances ``promotion_interval`` tries (K grows with them: 2 x the distance)
 PROMOTION_SWEEP = (16, 32, 64, 128, 256, 512, 1024)
 SPANS = ("within", "across")
+# copies of a probe's 32 x 32 output block per side on CUDA (module docstring: split-K); the CPU's
+# _scaled_mm sums each output in one pass, so one copy there
+CUDA_REPLICAS = 128
+T = TypeVar("T")
 _TOP = 8  # 2^8 = 256: E4M3's largest power of two
 _SPAN = 18  # exponents 8 .. -9: E4M3's normal and subnormal powers of two
 
@@ -102,11 +124,19 @@ def half_ulp(dtype: torch.dtype) -> float:
     return torch.finfo(dtype).eps / 2
 
 
-def _powers_of_two_probe(device: str, span: str = "within", at: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """A (32, K) and B (K, 32, column-major) in E4M3 with out[i, j] = 2^16 + 2^(16 - i - j) for
-    i, j < 18 (and 0 elsewhere): a large and a small product, 0 to 34 binary places apart; the
-    small one at k = 1 (``within`` the first K block), at k = PROMOTION_K + 1 (``across``), or at
-    k = ``at``."""
+def probe_replicas(device: str) -> int:
+    """How many copies of a probe's 32 x 32 output block ``accumulator_bits`` and
+    ``promotion_interval`` lay out per side on ``device`` (module docstring: split-K)."""
+    return 1 if torch.device(device).type == "cpu" else CUDA_REPLICAS
+
+
+def _powers_of_two_probe(
+    device: str, span: str = "within", at: int | None = None, replicas: int = 1
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A (32 R, K) and B (K, 32 R, column-major) in E4M3, R = ``replicas``, with out[i, j] =
+    2^16 + 2^(16 - i - j) for i, j < 18 (and 0 elsewhere) in every 32 x 32 block: a large and a
+    small product, 0 to 34 binary places apart; the small one at k = 1 (``within`` the first K
+    block), at k = PROMOTION_K + 1 (``across``), or at k = ``at``."""
     if at is not None:
         k, small = 2 * at, at
     else:
@@ -118,27 +148,63 @@ def _powers_of_two_probe(device: str, span: str = "within", at: int | None = Non
     a[idx, small] = torch.exp2(_TOP - idx.float())
     b[idx, small] = torch.exp2(_TOP - idx.float())
     e4m3 = torch.float8_e4m3fn
+    a, b = a.repeat(replicas, 1), b.repeat(replicas, 1)
     return a.to(e4m3).to(device), b.to(e4m3).to(device).t()
 
 
-def accumulator_bits(device: str = "cpu", fast_accum: bool = False, span: str = "within") -> int:
+def accumulator_bits(
+    device: str = "cpu", fast_accum: bool = False, span: str = "within", replicas: int | None = None
+) -> int:
     """The largest d such that every sum 2^16 + 2^(16-d') with d' <= d comes out exact in a
     float32 ``_scaled_mm`` output: the accumulator's mantissa bits ``within`` one K block or
     ``across`` two (module docstring). 23 is the float32 output's own limit (2^16 + 2^-8 is a tie
-    that rounds to 2^16), so 23 means "at least 23"."""
+    that rounds to 2^16), so 23 means "at least 23". ``replicas``: copies of the probe per side
+    (default ``probe_replicas(device)``); the answer is the least over them."""
     boolean(fast_accum, "fast_accum")
     one_of(span, SPANS, "span")
-    return _bits(device, fast_accum, *_powers_of_two_probe(device, span))
+    r = _replicas(device, replicas)
+    return _once(
+        ("bits", device, fast_accum, span, r),
+        lambda: _bits(device, fast_accum, r, *_powers_of_two_probe(device, span, replicas=r)),
+    )
 
 
-def promotion_interval(device: str = "cpu", fast_accum: bool = False) -> str:
+# A GPU's answers, once per process: the same GEMM answers the same (the checks' bounds ask again
+# and again). On the CPU every call probes afresh: tests hand the probes stand-ins there.
+_ANSWERS: dict[tuple, object] = {}
+
+
+def _once(key: tuple, probe: Callable[[], T]) -> T:
+    if torch.device(key[1]).type == "cpu":
+        return probe()
+    if key not in _ANSWERS:
+        _ANSWERS[key] = probe()
+    return _ANSWERS[key]  # type: ignore[return-value]
+
+
+def _replicas(device: str, replicas: int | None) -> int:
+    if replicas is None:
+        return probe_replicas(device)
+    if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 1:
+        raise ValueError(f"replicas: expected a positive int, got {replicas!r}")
+    return replicas
+
+
+def promotion_interval(device: str = "cpu", fast_accum: bool = False, replicas: int | None = None) -> str:
     """The smallest distance of ``PROMOTION_SWEEP`` at which two products (the large one at k = 0)
     are summed with float32's 23 bits, while at the distance before it they are not: the GEMM's
     promotion interval, as ``"128"``; ``"every product"`` when the first distance already keeps 23
     (a float32 accumulator throughout, as on the CPU); ``"none up to 1024"`` when no distance does
-    (no promotion, as Hopper's fast accumulation)."""
+    (no promotion, as Hopper's fast accumulation). ``replicas`` as in ``accumulator_bits``."""
     boolean(fast_accum, "fast_accum")
-    kept = {d: _bits(device, fast_accum, *_powers_of_two_probe(device, at=d)) for d in PROMOTION_SWEEP}
+    r = _replicas(device, replicas)
+    kept = {
+        d: _once(
+            ("at", device, fast_accum, d, r),
+            lambda d=d: _bits(device, fast_accum, r, *_powers_of_two_probe(device, at=d, replicas=r)),  # type: ignore[misc]
+        )
+        for d in PROMOTION_SWEEP
+    }
     if kept[PROMOTION_SWEEP[0]] >= 23:
         return "every product"
     first = next((d for d in PROMOTION_SWEEP if kept[d] >= 23), None)
@@ -180,7 +246,7 @@ _KINETO_SILENT = "6"
 
 
 @contextlib.contextmanager
-def _kineto_quiet() -> Iterator[None]:
+def kineto_quiet() -> Iterator[None]:
     """KINETO_LOG_LEVEL set to silent for the block unless the user set it (their level wins),
     and the environment given back as it was after."""
     if "KINETO_LOG_LEVEL" in os.environ:
@@ -193,15 +259,15 @@ def _kineto_quiet() -> Iterator[None]:
         os.environ.pop("KINETO_LOG_LEVEL", None)
 
 
-def kernels_of(fn: Callable[[], object], device: str = "cpu") -> str:
-    """The kernels ``fn()`` ran, in order, each once, joined by " > ": on a CUDA device the device
-    kernels torch.profiler records (copies and memsets left out); on the CPU the aten GEMM ops
-    (names holding "mm" or "gemm"), the CPU's view of which path ran. "none recorded" if none."""
+def kernel_names(fn: Callable[[], object], device: str = "cpu") -> list[str]:
+    """The kernels ``fn()`` ran, in order, each once: on a CUDA device the device kernels
+    torch.profiler records (copies and memsets left out); on the CPU the aten GEMM ops (names
+    holding "mm" or "gemm"), the CPU's view of which path ran."""
     from torch.profiler import ProfilerActivity, profile
 
     cuda = torch.device(device).type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with _kineto_quiet(), profile(activities=activities) as prof:
+    with kineto_quiet(), profile(activities=activities) as prof:
         fn()
         if cuda:
             torch.cuda.synchronize()
@@ -213,7 +279,12 @@ def kernels_of(fn: Callable[[], object], device: str = "cpu") -> str:
                 names.append(name)
         elif name.startswith("aten::") and ("mm" in name or "gemm" in name):
             names.append(name)
-    return " > ".join(dict.fromkeys(names)) or "none recorded"
+    return list(dict.fromkeys(names))
+
+
+def kernels_of(fn: Callable[[], object], device: str = "cpu") -> str:
+    """``kernel_names`` joined by " > ", or "none recorded" if none."""
+    return " > ".join(kernel_names(fn, device)) or "none recorded"
 
 
 def scaled_mm_kernels(scaling: str, device: str = "cpu") -> str:
@@ -228,18 +299,22 @@ def scaled_mm_kernels(scaling: str, device: str = "cpu") -> str:
     return kernels_of(lambda: torch._scaled_mm(A, B, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16), device)
 
 
-def _bits(device: str, fast_accum: bool, A: torch.Tensor, B: torch.Tensor) -> int:
+def _bits(device: str, fast_accum: bool, replicas: int, A: torch.Tensor, B: torch.Tensor) -> int:
+    """The probe's answer: the largest d whose sums come out exact in every copy of the 32 x 32
+    block (the least over the copies: module docstring, split-K)."""
     one = torch.tensor(1.0, device=device)
     out = (
         torch._scaled_mm(A, B, scale_a=one, scale_b=one, out_dtype=torch.float32, use_fast_accum=fast_accum)
         .double()
         .cpu()
     )
+    blocks = out.reshape(replicas, 32, replicas, 32)
     kept = -1
     for d in range(2 * _SPAN - 1):
-        cells = [(i, d - i) for i in range(_SPAN) if 0 <= d - i < _SPAN]
+        rows = [i for i in range(_SPAN) if 0 <= d - i < _SPAN]
         want = 2.0**16 + 2.0 ** (16 - d)
-        if not all(out[i, j].item() == want for i, j in cells):
+        # cells (i, d - i) of every block: shape (cells, replicas, replicas)
+        if not bool((blocks[:, rows, :, [d - i for i in rows]] == want).all()):
             break
         kept = d
     return kept

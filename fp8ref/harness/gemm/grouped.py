@@ -17,7 +17,7 @@ import torch
 
 from ..ao.torchao_compat import require_torchao
 
-__all__ = ["torch_grouped_mm", "torchao_fp8_rowwise", "torchao_mxfp8", "column_major_experts", "outcomes"]
+__all__ = ["torch_grouped_mm", "torchao_fp8_rowwise", "torchao_mxfp8", "column_major_experts", "refusal", "outcomes"]
 
 
 def column_major_experts(b: torch.Tensor) -> torch.Tensor:
@@ -64,16 +64,22 @@ def torchao_mxfp8(
     )
 
 
-def _runs(fn: Callable[..., torch.Tensor], sizes: tuple[int, ...], device: str) -> str:
-    """``runs`` when ``fn`` goes forward and backward on groups of ``sizes`` tokens, else the
-    install's refusal."""
-    from ..stack.refusals import attempt
+def refusal(fn: Callable[..., torch.Tensor], sizes: tuple[int, ...], device: str, profile: bool = False) -> str | None:
+    """None when ``fn`` goes forward and backward on groups of ``sizes`` tokens (the smallest call
+    that asks: 64 features, 32 outputs), else the install's refusal (``refused: ...``). Any other
+    error propagates (``fp8ref.harness.stack.refusals.attempt``); with ``profile``, an error of the
+    install is recorded as ``fails: ...`` (``refusals.observe``)."""
+    from ..stack.refusals import attempt, observe
 
     offs = torch.tensor(sizes).cumsum(0).to(torch.int32).to(device)
     a = torch.randn(int(offs[-1]), 64, device=device, dtype=torch.bfloat16, requires_grad=True)
     b = torch.randn(len(sizes), 64, 32, device=device, dtype=torch.bfloat16, requires_grad=True)
-    ok, answer = attempt(lambda: fn(a, b, offs).float().square().sum().backward(), device)
-    return "runs" if ok else str(answer)
+    ok, answer = (observe if profile else attempt)(lambda: fn(a, b, offs).float().square().sum().backward(), device)
+    return None if ok else str(answer)
+
+
+def _runs(fn: Callable[..., torch.Tensor], sizes: tuple[int, ...], device: str) -> str:
+    return refusal(fn, sizes, device, profile=True) or "runs"
 
 
 def outcomes(device: str = "cpu", torchao: bool = True) -> dict[str, str]:

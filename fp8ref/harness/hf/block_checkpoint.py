@@ -184,19 +184,17 @@ def check_load(
 def check_loader_on(quantized: dict[str, BlockFp8], dtype: torch.dtype = torch.bfloat16) -> BlockCheck:
     """``check_load`` of what transformers' loader (``Fp8Dequantize``, the function
     ``from_pretrained(..., dequantize=True)`` runs on each weight) makes of ``quantized``: the same
-    answers as a whole load, without building the model. A weight it refuses is a problem (the
-    checkpoint does not load)."""
-    from ..stack.refusals import attempt
-    from .block_checks import stored_dtype
+    answers as a whole load, without building the model. A weight it raises the loader
+    deviation's error for is a problem (the checkpoint does not load); any other error propagates."""
+    from .block_checks import loaded_or_deviating_error, stored_dtype
     from .transformers_fp8 import loader_dequantize
 
     loaded: dict[str, torch.Tensor] = {}
     refused = BlockCheck()
     for name, q in quantized.items():
-        ok, got = attempt(
-            functools.partial(loader_dequantize, q.codes, q.scale_inv, dtype, stored_dtype(q.scale_fmt), q.block)
-        )
-        if ok and isinstance(got, torch.Tensor):
+        load = functools.partial(loader_dequantize, q.codes, q.scale_inv, dtype, stored_dtype(q.scale_fmt), q.block)
+        got = loaded_or_deviating_error(load, q.codes, q.scale_inv)
+        if isinstance(got, torch.Tensor):
             loaded[name] = got
         else:
             refused.problems.append(f"{name}: transformers' loader refuses it: {got}")

@@ -10,16 +10,19 @@ The forward ``FP8Linear`` and ``FP8Experts`` run Triton or DeepGEMM kernels: GPU
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
 import torch
 
-from ..stack.install import require
+from ..stack.install import MissingPackage, require
+from ..stack.refusals import attempt, import_refusal
 
 __all__ = [
     "require_transformers",
     "finegrained_refusal",
+    "fp8_layer_refusal",
     "quantize",
     "loader_dequantize",
     "backward_dequantize",
@@ -37,12 +40,38 @@ def require_transformers(what: str = "this") -> Any:
 
 
 def finegrained_refusal() -> str | None:
-    """None when transformers' fine-grained FP8 imports here, else why not."""
+    """None when transformers' fine-grained FP8 imports here, else why not: ``missing: ...``
+    without transformers, the install's refusal (``refused: ImportError: ...``) when it lacks the
+    module or fails to import it."""
     try:
-        require_transformers("transformers' fine-grained FP8")
-    except Exception as exc:  # noqa: BLE001 - missing, or a transformers without the module
+        require("transformers", "transformers' fine-grained FP8")
+    except MissingPackage as exc:
         return f"missing: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
-    return None
+    return import_refusal("transformers.integrations.finegrained_fp8")
+
+
+@functools.cache
+def fp8_layer_refusal(layer: str, device: str) -> str | None:
+    """None when transformers' ``FP8Linear`` (``layer="linear"``) or ``FP8Experts``
+    (``"experts"``) runs a forward on ``device`` (the smallest call that asks: one 128 x 128
+    block, two tokens), else the install's refusal (their Triton or DeepGEMM kernels: GPU only).
+    Asked once per process; a check then runs the layer unguarded."""
+    refused = finegrained_refusal()
+    if refused is not None:
+        return refused
+    fp8 = require_transformers(f"transformers' FP8 {layer}")
+    x = torch.randn(2, 128, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16).to(device)
+
+    def forward() -> torch.Tensor:
+        if layer == "linear":
+            return fp8.FP8Linear(128, 128, block_size=(128, 128)).to(device)(x)
+        config = types.SimpleNamespace(hidden_size=128, moe_intermediate_size=128, num_experts=2, hidden_act="silu")
+        experts = fp8.FP8Experts(config, block_size=(128, 128)).to(device)
+        index = torch.zeros(2, 1, dtype=torch.long, device=device)
+        return experts(x, index, torch.ones(2, 1, dtype=torch.bfloat16, device=device))
+
+    ok, answer = attempt(forward, device)
+    return None if ok else str(answer)
 
 
 def _quantizer(block: tuple[int, int], scale_fmt: str) -> Any:

@@ -28,6 +28,7 @@ from ...reference.codec import decode
 from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
 from ..casts.deviations import NATIVE_OP_DEVIATIONS
+from ..stack.refusals import op_declines
 from .native_op_kinds import KIND, SAMPLE_KIND
 from .native_ops import Sample, catalogue, quiet, samples
 
@@ -176,6 +177,8 @@ def check_sample(name: str, op: Any, kind: str, fmt: FloatFormat, sample: Sample
     try:
         got = sample.call(op.op)
     except Exception as exc:  # noqa: BLE001 - runs on its first sample (outcome) but not on this one: a finding
+        if not op_declines(exc):
+            raise
         check.observed[f"{where}: refused"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
         return
     kind = SAMPLE_KIND.get(name, lambda s, k: k)(sample, kind)
@@ -186,6 +189,8 @@ def check_sample(name: str, op: Any, kind: str, fmt: FloatFormat, sample: Sample
     try:
         ref = sample.call_uint8(op.op) if way == "uint8" else sample.call_float64(op.op)
     except Exception as exc:  # noqa: BLE001 - the reference way cannot run this op: say so
+        if not op_declines(exc):
+            raise
         check.problems.append(f"{where}: the {way} way refused it ({type(exc).__name__}: {exc}); no reference")
         return
     got_leaves, ref_leaves = _leaves(got), _leaves(ref)
@@ -300,6 +305,8 @@ def check_written(
             try:
                 got = write(v).cpu().view(torch.uint8)
             except Exception as exc:  # noqa: BLE001 - torch refusing this path, or this value
+                if not op_declines(exc):
+                    raise
                 refused.append(repr(v))
                 # (torch's namespace in the words, c10:: or at::, varies between builds)
                 words = re.sub(r"\b(?:c10|at)::", "", (str(exc).splitlines() or [""])[0])[:120]
@@ -322,5 +329,7 @@ def check_written(
 def _to_codes(v: float, dtype: torch.dtype, device: str) -> torch.Tensor | None:
     try:
         return torch.tensor([v] * 4, dtype=torch.float64, device=device).to(dtype).cpu().view(torch.uint8)
-    except Exception:  # noqa: BLE001 - the cast refuses it
+    except Exception as exc:  # noqa: BLE001 - the cast refuses it
+        if not op_declines(exc):
+            raise
         return None

@@ -34,6 +34,7 @@ import torch
 from ...reference.codec import decode
 from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
+from ..stack.refusals import op_declines
 
 __all__ = ["SCALARS", "SCALAR_OPS", "ScalarCheck", "check_scalar_op", "word"]
 
@@ -108,7 +109,9 @@ def _rounded_scalar(s: float | int | bool, dtype: torch.dtype, fmt: FloatFormat)
     ``.to`` refuses it."""
     try:
         code = torch.tensor([float(s)], dtype=torch.float64).to(dtype).view(torch.uint8)
-    except Exception:  # noqa: BLE001 - the cast refuses the value: no rounded semantics for it
+    except Exception as exc:  # noqa: BLE001 - the cast refuses the value: no rounded semantics for it
+        if not op_declines(exc):
+            raise
         return None
     return float(decode(code, fmt)[0])
 
@@ -159,6 +162,8 @@ def check_scalar_op(
         try:
             got = op(codes.to(device).view(dtype), s)
         except Exception as exc:  # noqa: BLE001 - torch refusing the op, or this scalar
+            if not op_declines(exc):
+                raise
             check.refused[label] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}"
             continue
         want_dtype = dtype if name.endswith("_") else torch.result_type(codes.view(dtype), s)

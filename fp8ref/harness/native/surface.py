@@ -20,6 +20,7 @@ import torch
 from ...reference.codec import decode
 from ...reference.formats import FloatFormat
 from ..stack.probes import float8_formats
+from ..stack.refusals import op_declines
 
 __all__ = ["OTHERS", "SCALARS", "promotion", "scalar_results", "mixed_add", "signatures", "collect"]
 
@@ -52,6 +53,8 @@ def _answer(fn: Callable[[], object]) -> str:
     try:
         out = fn()
     except Exception as exc:  # noqa: BLE001 - torch refusing is the answer
+        if not op_declines(exc):
+            raise
         return f"refused: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}"
     return _name(out) if isinstance(out, torch.dtype) else str(out)
 
@@ -105,11 +108,15 @@ def mixed_add(
     b = b.to(device)
     try:
         got = add(a, b)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - torch refusing is the answer
+        if not op_declines(exc):
+            raise
         return f"refused: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}"
     try:
         want_dtype = torch.promote_types(dtype, other)
-    except Exception:  # noqa: BLE001 - the table refuses what the op just did
+    except Exception as exc:  # noqa: BLE001 - the table refuses what the op just did
+        if not op_declines(exc):
+            raise
         return f"gives {_name(got.dtype)}, where the promotion table refuses the pair"
     if got.dtype != want_dtype:
         return f"gives {_name(got.dtype)}, the promotion table says {_name(want_dtype)}"

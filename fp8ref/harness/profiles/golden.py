@@ -21,6 +21,7 @@ from .profile_file import (
     install_label,
     load,
     named_beside,
+    not_compared,
     read_named,
     same_value,
     save,
@@ -34,6 +35,7 @@ __all__ = [
     "pin_first",
     "install_label",
     "named_differences",
+    "device_mismatch",
     "NAMED_SUFFIX",
 ]
 
@@ -54,6 +56,17 @@ def named_differences(golden: str | Path, now: dict, device: str = "cpu") -> tup
     why, from the ``-installs.json`` file beside the golden (``profile_file.named_beside``); None when the file
     does not name this install."""
     return read_named(named_beside(golden_path(golden, device)), now)
+
+
+def device_mismatch(golden: dict, now: dict, where: str | Path) -> str | None:
+    """Why a golden of another device kind cannot hold ``now`` (naming both kinds), or None."""
+    pinned, here = golden.get("versions", {}).get("device"), now.get("versions", {}).get("device")
+    if pinned == here or pinned is None or here is None:  # (a profile that does not say: not refused)
+        return None
+    return (
+        f"{where} is a golden of device kind {pinned!r}, and this install's profile is of {here!r}: a golden "
+        f"holds one device kind (name a file of {here!r}, or a folder of <device kind>.json files)"
+    )
 
 
 def _collect(device: str) -> dict:
@@ -79,10 +92,14 @@ def compare_with_golden(
     in exactly the keys named for it, each with the value named: then ``("named", [])``; a named
     key that no longer differs, or differs otherwise, is a line like any difference.
 
+    Keys of a package not usable on one side (``profile_file.not_compared``) are no difference.
+
     Returns (status, lines): ``("equal", [])``, ``("differs", one line per key)``,
     ``("missing", [how to pin])``, ``("unreadable", [what is wrong, how to re-pin])`` (a truncated
-    or corrupted golden) or, with ``update``, ``("updated", [what was written])``. ``how_to_pin``:
-    the command the caller's users re-pin with (default: ``python -m fp8ref profile``).
+    or corrupted golden), ``("wrong device", [both device kinds])`` (a golden of another device
+    kind: neither compared nor overwritten) or, with ``update``, ``("updated", [what was
+    written])``. ``how_to_pin``: the command the caller's users re-pin with (default: ``python -m
+    fp8ref profile``).
     """
     path = golden_path(golden, device)
     pin = how_to_pin or f"python -m fp8ref profile --device {device} --out {path}"
@@ -94,6 +111,9 @@ def compare_with_golden(
     if now is None:
         now = (collect or _collect)(device)
     if update:
+        wrong = _wrong_device_on_disk(path, now)
+        if wrong is not None:
+            return "wrong device", [wrong, "not overwritten: re-pin into a file of this device kind"]
         path.parent.mkdir(parents=True, exist_ok=True)
         save(now, path)
         return "updated", [f"re-pinned {path} on {who(now)}; commit it and say why in the message"]
@@ -104,6 +124,9 @@ def compare_with_golden(
             f"the golden profile {exc}",
             f"restore it from version control, or re-pin on purpose: `{pin}`",
         ]
+    wrong = device_mismatch(pinned, now, path)
+    if wrong is not None:
+        return "wrong device", [wrong]
     named = named_differences(golden, now, device)
     expected = named[0] if named is not None else {}
     lines, seen = [], set()
@@ -118,6 +141,28 @@ def compare_with_golden(
             f"(pinned {pinned['behaviour'].get(key)!r})"
         )
     return ("differs" if lines else ("named" if seen else "equal")), lines
+
+
+def _wrong_device_on_disk(path: Path, now: dict) -> str | None:
+    """A golden already at ``path`` of another device kind than ``now``'s (its file is not to be
+    overwritten by this install's profile), or None."""
+    if not path.exists():
+        return None
+    try:
+        pinned = load(path)
+    except ProfileError:
+        return None  # (a broken golden is re-pinned whole)
+    return device_mismatch(pinned, now, path)
+
+
+def not_compared_lines(golden: str | Path, now: dict, device: str = "cpu") -> list[str]:
+    """One line per package not usable on one side (``profile_file.not_compared``): why, and how
+    many keys were left out for it. Empty when the golden cannot be read."""
+    try:
+        pinned = load(golden_path(golden, device))
+    except ProfileError:
+        return []
+    return [f"not compared: {len(keys)} keys ({why})" for why, keys in not_compared(pinned, now).items()]
 
 
 def pin_first(

@@ -14,9 +14,12 @@ so the specific rows come before the general ones. Severity is what a change of 
 - ``cosmetic``: neither (a NaN's bit pattern, an error message's words, which kernel ran where
   the accumulator keys pin the numbers).
 
-A change between a value and a refusal (or a key that appears or goes) is a ``refusal`` whatever
-the row says; a change from one refusal message to another is ``cosmetic`` (``severity_of``).
-No torch: ``python -m fp8ref diff`` reads this table.
+The one rule for a change's severity (``severity_of``), by what kind of value each side holds
+(``value_kind``: an answer, refused, fails, absent, not installed): a change into or out of
+refused, fails, absent or not installed is a ``refusal`` change (which paths run changed); a
+change between two messages of the same kind is ``cosmetic`` (other words for the same state);
+a change between two answers has the row's severity. No torch: ``python -m fp8ref diff`` reads
+this table.
 """
 
 from __future__ import annotations
@@ -25,7 +28,17 @@ import dataclasses
 import re
 from functools import cache
 
-__all__ = ["SEVERITIES", "KeyMeaning", "MEANINGS", "meaning_of", "describe", "severity_of", "is_refusal"]
+__all__ = [
+    "SEVERITIES",
+    "KeyMeaning",
+    "MEANINGS",
+    "meaning_of",
+    "describe",
+    "severity_of",
+    "is_refusal",
+    "value_kind",
+    "direction",
+]
 
 # most serious first: the report's order
 SEVERITIES = {
@@ -325,8 +338,10 @@ MEANINGS: tuple[KeyMeaning, ...] = (
     _M(
         "transformers.fp8",
         "FP8 block checkpoints",
-        "whether transformers' fine-grained FP8 (transformers.integrations.finegrained_fp8) imports",
-        "FP8 block checkpoints (DeepSeek-V3, Qwen3-FP8) are not checked: none is loaded or written",
+        "whether transformers' fine-grained FP8 (transformers.integrations.finegrained_fp8) imports here",
+        "where it does not, no FP8 block checkpoint (DeepSeek-V3, Qwen3-FP8) can be written or loaded "
+        "dequantized with this install, and fp8ref's checks of them (quantizer, loader, backward, from_pretrained) "
+        "do not run",
         "refusal",
     ),
     _M(
@@ -621,19 +636,55 @@ def describe(row: KeyMeaning, parts: tuple[str, ...]) -> tuple[str, str]:
     return fill(row.meaning), fill(row.consequence)
 
 
+def value_kind(value: object) -> str:
+    """What a profile value says: ``refused`` (the install declines: ``refused: ...``, ``crashed:
+    ...``, an op refused on every dtype ``all refused``), ``fails`` (an error on an input it
+    supports: ``fails: ...``), ``absent`` (the profile holds no such key), ``not installed``
+    (``missing ...``, ``not installed``) or ``answer`` (anything else)."""
+    if not isinstance(value, str):
+        return "answer"
+    if value == "<absent>":
+        return "absent"
+    if value.startswith(("missing", "not installed")):
+        return "not installed"
+    if value.startswith("fails"):
+        return "fails"
+    if value.startswith(("refused", "crashed")) or value == "all refused":
+        return "refused"
+    return "answer"
+
+
 def is_refusal(value: object) -> bool:
-    """A value that says the install has no answer: a refusal, a missing dtype or package, or a
-    key the profile does not hold."""
-    return isinstance(value, str) and value.startswith(("refused", "missing", "<absent>", "crashed"))
+    """A value that says the install has no answer (``value_kind`` other than ``answer``)."""
+    return value_kind(value) != "answer"
 
 
 def severity_of(row: KeyMeaning, old: object, new: object) -> str:
-    """The severity of one key's change from ``old`` to ``new``: a change into or out of a refusal
-    (or absence) changes which paths run; one refusal's words for another's is cosmetic; any other
-    change has the row's severity."""
-    a, b = is_refusal(old), is_refusal(new)
-    if a and b:
-        return "cosmetic"
-    if a or b:
+    """The severity of one key's change from ``old`` to ``new`` (the module docstring's rule):
+    into or out of a non-answer, ``refusal``; two messages of one non-answer kind, ``cosmetic``;
+    two answers, the row's severity."""
+    a, b = value_kind(old), value_kind(new)
+    if a != b:
         return "refusal"
-    return row.severity
+    return row.severity if a == "answer" else "cosmetic"
+
+
+_DIRECTIONS = {
+    ("answer", "refused"): "now refused: a run that takes this path stops with the install's error",
+    ("answer", "fails"): "now fails on an input it supports: a run that takes this path stops with an error",
+    ("refused", "answer"): "now runs (refused before): a path worth checking, its numbers are new",
+    ("fails", "answer"): "now runs (failed before): its numbers are new",
+    ("answer", "absent"): "no longer reported: the probe's path or its package is gone",
+    ("absent", "answer"): "newly reported: a path or package the other side did not have",
+    ("answer", "not installed"): "not installed on the new side: its paths do not run there",
+    ("not installed", "answer"): "installed on the new side: its paths run there",
+}
+
+
+def direction(old: object, new: object) -> str | None:
+    """What a change of value kind means, read from ``old`` to ``new`` (``now refused: ...``),
+    or None when both are of one kind."""
+    a, b = value_kind(old), value_kind(new)
+    if a == b:
+        return None
+    return _DIRECTIONS.get((a, b), f"{a} -> {b}")

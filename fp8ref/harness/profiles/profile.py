@@ -20,6 +20,7 @@ exact (``exact_linear_problem``), or with one intra-op thread and a stated toler
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable
 
@@ -33,7 +34,7 @@ from ..casts.conformance import CastReport, check_cast, float64_rounding
 from ..casts.implementations import torch_cast
 from ..stack import install, probes
 from ..stack.install import device_kind, versions
-from ..stack.refusals import attempt
+from ..stack.refusals import attempt, observe
 from .profile_file import PROFILE_VERSION
 
 __all__ = ["collect", "exact_linear_problem"]
@@ -53,10 +54,11 @@ def _sha(*tensors: torch.Tensor) -> str:
 
 
 def _isolated(keys: list[str], probe: Callable[..., dict], device: str = "cpu") -> dict:
-    """``probe()``'s keys, or each of ``keys`` set to the install's refusal when it refuses.
-    A bug (an error that is not a refusal) propagates, and so does a device fault, which a CUDA
-    ``device`` is synchronized for inside the attempt: see ``fp8ref.harness.stack.refusals``."""
-    ok, result = attempt(probe, device)
+    """``probe()``'s keys, or each of ``keys`` set to the install's refusal (``refused: ...``) or
+    its failure (``fails: ...``: an error of the install on an input it supports) when the probe
+    meets one (``refusals.observe``). An error of fp8ref's own propagates, and so does a device
+    fault, which a CUDA ``device`` is synchronized for: see ``fp8ref.harness.stack.refusals``."""
+    ok, result = observe(probe, device)
     return result if ok and isinstance(result, dict) else {k: result for k in keys}
 
 
@@ -588,7 +590,7 @@ def _probe_transformers_fp8() -> dict:
     word (``definition``, ``deviates: <named deviations>``, ``differs``), which weights the
     quantizer passes through, which the loader refuses, and a tiny checkpoint through
     ``from_pretrained``. Device-independent: collected for the CPU profile only."""
-    from ..hf import block_checkpoint, block_checks
+    from ..hf import block_checks
     from ..hf.transformers_fp8 import finegrained_refusal
 
     missing = finegrained_refusal()
@@ -603,18 +605,29 @@ def _probe_transformers_fp8() -> dict:
             out[f"transformers.fp8.backward.{fmt}.{tag}"] = block_checks.word(block_checks.check_backward(dtype, fmt))
         out[f"transformers.fp8.loader.{fmt}.576x256"] = loader.observed.get("576x256", "")
     if install.has_package("accelerate"):
-        import tempfile
-
-        config, state = block_checkpoint.tiny_qwen3()  # (one model, written in each scale format)
-        for fmt in ("float", "ue8m0"):
-            with tempfile.TemporaryDirectory() as folder:
-                quantized = block_checkpoint.write(folder, config, state, fmt)
-                loaded = block_checkpoint.load(folder).state_dict()
-            out[f"transformers.fp8.from_pretrained.{fmt}"] = block_checks.word(
-                block_checkpoint.check_load(loaded, quantized)
-            )
+        # (building the model imports transformers' quantizers, which import an installed torchao:
+        # a torchao that does not import is the install's answer for these keys, not a crash)
+        keys = [f"transformers.fp8.from_pretrained.{fmt}" for fmt in ("float", "ue8m0")]
+        out.update(_isolated(keys, functools.partial(_from_pretrained, keys)))
     else:
         out["transformers.fp8.from_pretrained"] = "missing: accelerate"
+    return out
+
+
+def _from_pretrained(keys: list[str]) -> dict:
+    """A tiny Qwen3 FP8 block checkpoint written by fp8ref in each scale format and loaded by
+    ``from_pretrained``: each load's word (``block_checks.word``)."""
+    import tempfile
+
+    from ..hf import block_checkpoint, block_checks
+
+    config, state = block_checkpoint.tiny_qwen3()  # (one model, written in each scale format)
+    out = {}
+    for key in keys:
+        with tempfile.TemporaryDirectory() as folder:
+            quantized = block_checkpoint.write(folder, config, state, key.rsplit(".", 1)[1])
+            loaded = block_checkpoint.load(folder).state_dict()
+        out[key] = block_checks.word(block_checkpoint.check_load(loaded, quantized))
     return out
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import write_text
+from .stack_identity import install_label, label_matches, label_packages, not_installed_here, versions_words
 
 __all__ = [
     "PROFILE_VERSION",
@@ -23,6 +24,7 @@ __all__ = [
     "who",
     "same_value",
     "diff",
+    "not_compared",
     "diff_line",
     "format_diff",
     "NAMED_SUFFIX",
@@ -84,13 +86,21 @@ def load(path: str | Path) -> dict:
             f"{path}: not an fp8ref profile (expected a JSON object with fp8ref_profile = "
             f"{PROFILE_VERSION} and a behaviour mapping)"
         )
+    versions = data.get("versions")
+    if not isinstance(versions, dict) or not isinstance(versions.get("torch"), str):
+        raise ProfileError(f"{path}: its 'versions' must be an object naming at least torch's version (a string)")
+    bad = sorted(k for k, v in versions.items() if not isinstance(k, str) or not isinstance(v, (str, type(None))))
+    if bad:
+        raise ProfileError(f"{path}: versions {', '.join(map(str, bad))}: expected a version string or null")
+    if "device" in versions and not versions["device"]:
+        raise ProfileError(f"{path}: versions device: expected the device kind it was collected on, got nothing")
     return data
 
 
-def who(p: dict) -> str:
-    """``torch X, torchao Y`` of the install a profile was collected on."""
-    v = p.get("versions", {})
-    return f"torch {v.get('torch')}, torchao {v.get('torchao')}"
+def who(p: dict, other: dict | None = None) -> str:
+    """The install a profile was collected on: ``torch X, torchao Y``, and with ``other`` every
+    package whose version differs from ``other``'s (``stack_identity.versions_words``)."""
+    return versions_words(p, other)
 
 
 _MISSING = "<absent>"
@@ -122,16 +132,42 @@ def machine_dependent(key: str, pinned: dict, now: dict) -> str | None:
 
 
 def diff(pinned: dict, now: dict) -> list[tuple[str, object, object]]:
-    """(key, pinned value, current value) for every behaviour key that differs; the keys that
-    depend on a machine fact the two profiles disagree on (``machine_dependent``) are left out."""
+    """(key, pinned value, current value) for every behaviour key that differs; left out: the keys
+    that depend on a machine fact the two profiles disagree on (``machine_dependent``) and those of
+    a package not usable on one side (``not_compared``)."""
     a, b = pinned.get("behaviour", {}), now.get("behaviour", {})
     rows = [(k, a.get(k, _MISSING), b.get(k, _MISSING)) for k in sorted(set(a) | set(b))]
-    return [(k, x, y) for k, x, y in rows if not same_value(k, x, y) and machine_dependent(k, pinned, now) is None]
+    return [
+        (k, x, y)
+        for k, x, y in rows
+        if not same_value(k, x, y)
+        and machine_dependent(k, pinned, now) is None
+        and not_installed_here(k, pinned, now) is None
+    ]
+
+
+def not_compared(pinned: dict, now: dict) -> dict[str, list[str]]:
+    """The keys left out of ``diff`` because a package of theirs is not usable on one side: why
+    (``transformers not installed in B``) -> the keys that differ or exist on one side only."""
+    a, b = pinned.get("behaviour", {}), now.get("behaviour", {})
+    out: dict[str, list[str]] = {}
+    for k in sorted(set(a) | set(b)):
+        why = not_installed_here(k, pinned, now)
+        if why is not None and not same_value(k, a.get(k, _MISSING), b.get(k, _MISSING)):
+            out.setdefault(why, []).append(k)
+    return out
 
 
 def diff_line(key: str, old: object, new: object, pinned: dict, now: dict) -> str:
-    """``key: pinned X (versions) -> now Y (versions)``."""
-    return f"{key}: pinned {old!r} ({who(pinned)}) -> now {new!r} ({who(now)})"
+    """``key: pinned X (versions) -> now Y (versions)``, each side naming torch, torchao, the
+    packages the key belongs to and every package whose version differs between the two."""
+    from .stack_identity import packages_of
+
+    always = ("torch", "torchao", *packages_of(key))
+    return (
+        f"{key}: pinned {old!r} ({versions_words(pinned, now, always)}) -> now {new!r} "
+        f"({versions_words(now, pinned, always)})"
+    )
 
 
 # beside each golden NAME.json: NAME-installs.json, the differences other installs are known to
@@ -143,13 +179,6 @@ def named_beside(golden_file: str | Path) -> Path:
     """``NAME-installs.json`` beside the golden ``NAME.json``."""
     path = Path(golden_file)
     return path.with_name(path.stem + NAMED_SUFFIX)
-
-
-def install_label(profile: dict) -> str:
-    """``torch X, torchao Y`` with torch's local build tag dropped (``2.9.1+cu128`` is 2.9.1):
-    how a named-differences file names an install."""
-    v = profile.get("versions", {})
-    return f"torch {str(v.get('torch')).split('+')[0]}, torchao {v.get('torchao')}"
 
 
 def read_named_file(path: str | Path) -> dict:
@@ -171,12 +200,20 @@ def read_named(path: str | Path, now: dict) -> tuple[dict, str] | None:
     path = Path(path)
     if not path.exists():
         return None
-    entry = read_named_file(path).get(install_label(now))
-    if entry is None:
+    label = entry_label(read_named_file(path), now)
+    if label is None:
         return None
+    entry = read_named_file(path)[label]
     if not isinstance(entry, dict) or not isinstance(entry.get("differences"), dict) or not entry.get("why"):
-        raise ProfileError(f"{path}: the entry for {install_label(now)} needs 'why' and a 'differences' object")
+        raise ProfileError(f"{path}: the entry for {label} needs 'why' and a 'differences' object")
     return entry["differences"], entry["why"]
+
+
+def entry_label(named: dict, now: dict) -> str | None:
+    """The label of ``named`` (a named-differences file's entries) that names ``now``'s install:
+    the one naming the most packages of those whose every package matches (``label_matches``)."""
+    matching = [label for label in named if label_matches(label, now)]
+    return max(matching, key=lambda label: len(label_packages(label)), default=None)
 
 
 def format_diff(pinned: dict, now: dict) -> list[str]:

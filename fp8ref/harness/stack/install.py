@@ -154,16 +154,36 @@ def cpu_amx() -> str:
         return "unknown"
 
 
+# the packages whose behaviour a profile pins besides torch (``profiles.stack_identity.STACK``), by
+# distribution name: their installed versions, read from package metadata (no import; whether one
+# imports is its probes' answer)
+PINNED_PACKAGES = {
+    "torchao": "torchao",
+    "transformers": "transformers",
+    "accelerate": "accelerate",
+    "safetensors": "safetensors",
+    "ml_dtypes": "ml-dtypes",
+    "gfloat": "gfloat",
+    "expecttest": "expecttest",
+}
+
+
+def installed_version(distribution: str) -> str | None:
+    """The installed version of a distribution, or None when it is not installed."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def versions(device: str = "cpu") -> dict:
-    """What produced a result: Python, torch, torchao, ml_dtypes, safetensors, CUDA, device kind
-    and name."""
+    """What produced a result: Python, torch and every package whose behaviour the profile pins
+    (``PINNED_PACKAGES``: None when not installed), CUDA, device kind and name, CPU features."""
     dev = torch.device(device)
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        "torchao": package_version("torchao"),
-        "ml_dtypes": package_version("ml_dtypes"),
-        "safetensors": package_version("safetensors"),
+        **{name: installed_version(dist) for name, dist in PINNED_PACKAGES.items()},
         "cuda": torch.version.cuda,
         "device": device_kind(device),
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.machine(),

@@ -24,7 +24,7 @@ from ...reference.recipes import TORCHAO_RECIPES
 from ...reference.validate import instance, one_of
 from ..gemm.gemm_probes import operand_dtypes
 from .install import device_kind
-from .refusals import attempt
+from .refusals import attempt, import_refusal
 
 __all__ = [
     "SCALED_MM_SCALINGS",
@@ -146,12 +146,7 @@ def torchao_float8_refusal() -> str | None:
     ``'refused: ImportError: ...'`` when it is installed but does not import with this torch."""
     if importlib.util.find_spec("torchao") is None:
         return "missing: torchao is not installed"
-
-    def load():
-        from torchao.float8 import Float8LinearConfig, convert_to_float8_training  # noqa: F401
-
-    ok, result = attempt(load)
-    return None if ok else str(result)
+    return import_refusal("torchao.float8", ("Float8LinearConfig", "convert_to_float8_training"))
 
 
 def run_torchao_linear(

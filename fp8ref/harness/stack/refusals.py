@@ -1,32 +1,51 @@
-"""When an install *refuses* an operation, and when an error is a bug.
+"""When an install *refuses* an operation, and when an error is a failure: the one rule.
 
-An older torch without a CPU rowwise ``_scaled_mm``, a torchao that does not import with this
-torch, a device without a dtype: these are facts about the install, to be reported (a profile
-value, a test skipped with the versions), never a traceback. A mistake in fp8ref must still fail
-loudly. The rule that tells them apart:
+A refusal is the install saying no to an input it does not support: an older torch without a
+CPU rowwise ``_scaled_mm``, a torchao that does not import with this torch, a dtype a library
+has no table entry for. It is a fact about the install, reported (a profile value, a skip naming
+the versions), never a traceback. Everything else is a failure with its traceback: an error
+raised by fp8ref's or the tests' own code (a typo must fail, never skip), a library's assertion
+on an input it claims to support, a wrong answer. The rule decides from *where* the error was
+raised and *what it says*; both must hold.
 
-- An exception raised *inside the install* -- by code in torch, torchao, ml_dtypes, numpy,
-  triton, safetensors or transformers, or by a native function they implement (a C++
-  ``TORCH_CHECK`` surfaces in the Python frame that called it) -- is a refusal. Its text is
-  what the install said.
-- An exception raised by a ``raise`` or ``assert`` statement anywhere else (fp8ref's own argument
-  checks, a test's helper) is a bug, and so is any exception that is not an ``Exception`` subclass
-  (KeyboardInterrupt, SystemExit) or is ``MemoryError``.
-- A native call that raises something other than the errors native torch code raises
-  (RuntimeError and its subclasses, TypeError, ValueError, IndexError, AttributeError for a
-  missing function or dtype) is a bug.
-- A device fault is never a refusal, wherever it surfaces: an illegal memory access, a
-  misaligned address, a launch failure, a device-side assert. It breaks the CUDA context, so
-  every later call fails too; were it a refusal, every later probe would read "refused" and
-  every later test would skip. Probes of a CUDA device synchronize inside the attempted call, so
-  a fault surfaces in the call that caused it (``DEVICE_FAULTS``).
+Where (``raised_by_install``):
+- inside the install: the innermost frame is in a file of one of ``INSTALL_PACKAGES``; or
+- by a native function the caller's line called: the innermost frame is a line of other code
+  that is not a ``raise`` or ``assert`` statement, and the error is one native torch code raises
+  (``NATIVE_ERRORS``: a C++ ``TORCH_CHECK`` surfaces in the Python frame that called it), an
+  ``ImportError`` (the import system, for a module or name the install lacks), or an
+  ``AttributeError`` naming a module of the install (``module 'torch' has no attribute ...``: a
+  function or dtype the install lacks). An ``AttributeError`` on an object (``'Tensor' object has
+  no attribute 'detatch'``) is the caller's own mistake.
 
-A refusal whose cause is a bug in fp8ref (passing a wrong argument to torch) is still reported,
-and so still seen: the pinned value is ``ok`` or a digest, the new one ``refused: ...``.
+What (``declined``), with the reason each counts:
+- ``NotImplementedError``: the library's own way of saying an input is not handled.
+- ``ImportError``: the install lacks the module or name.
+- ``AttributeError`` naming a module of the install: it lacks the function or dtype.
+- A message in ``DECLINING_WORDS`` ("not implemented for", "not supported", "requires CUDA",
+  "Could not run ... backend", ...): the library's words for an input it does not handle.
+- A message in ``DOCUMENTED_LIMITS``: a library's check that says no in other words, each listed
+  with the package, the exception type, the words and where the library documents the limit.
+
+Never a refusal, wherever raised: an exception that is not an ``Exception`` (KeyboardInterrupt,
+SystemExit), ``MemoryError``, and a device fault (an illegal memory access, a misaligned address, a
+launch failure, a device-side assert). A device fault breaks the CUDA context, so every later call
+fails too; were it a refusal, every later probe would read "refused" and every later test would
+skip. Probes of a CUDA device synchronize inside the attempted call, so a fault surfaces in the
+call that caused it (``DEVICE_FAULTS``).
+
+How it is used: ask the capability question once, with the smallest call that answers it
+(``attempt`` inside a ``*_refusal`` probe, ``fp8ref.harness.stack.probes``), skip on its answer, then
+run the check itself unguarded. A check never runs inside ``attempt``: an error in the check's own
+code would otherwise read as the install's refusal.
+
+One more rule lives here because it is the same question asked of a survey: ``op_declines`` (an
+op of torch's own catalogue run on float8 samples; see its docstring).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import linecache
 import re
 from collections.abc import Callable
@@ -36,23 +55,167 @@ from typing import TypeVar
 
 __all__ = [
     "INSTALL_PACKAGES",
-    "NATIVE_REFUSALS",
+    "NATIVE_ERRORS",
+    "DECLINING_WORDS",
+    "DOCUMENTED_LIMITS",
     "DEVICE_FAULTS",
+    "Limit",
+    "raised_by_install",
+    "declined",
     "refusal",
     "is_refusal",
+    "op_declines",
+    "import_refusal",
     "normalize",
     "describe",
     "attempt",
+    "observe",
 ]
 
 T = TypeVar("T")
 
 # Packages whose code counts as "the install": an error raised from their files is their answer.
-INSTALL_PACKAGES = ("torch", "torchao", "ml_dtypes", "numpy", "triton", "functorch", "safetensors", "transformers")
+INSTALL_PACKAGES = (
+    "torch",
+    "torchao",
+    "ml_dtypes",
+    "numpy",
+    "triton",
+    "functorch",
+    "safetensors",
+    "transformers",
+    "accelerate",
+    "mslk",
+)
 
-# What a native (C/C++) torch function raises when it refuses: c10::Error and friends map to these.
-NATIVE_REFUSALS = (RuntimeError, TypeError, ValueError, IndexError, AttributeError)
+# What a native (C/C++) torch function raises: c10::Error and friends map to these.
+NATIVE_ERRORS = (RuntimeError, TypeError, ValueError, IndexError)
 
+# The words libraries use for an input they do not handle (matched case-insensitively). Python's
+# own "unsupported operand type(s)" (arithmetic on the caller's line) is excluded below.
+DECLINING_WORDS = re.compile(
+    r"not implemented"
+    r"|not (?:yet )?supported|is unsupported|unsupported (?:dtype|device|scalar ?type|type|layout|format)"
+    r"|does not support|doesn't support|do not support|cannot support"
+    r"|(?:is|are) only (?:supported|available|implemented)|only supports?\b|only available"
+    r"|requires? (?:CUDA|a GPU|GPU|compute capability|sm_?\d|SM ?\d|\w+ (?:to be )?installed|triton|hardware)"
+    r"|is required|needs? (?:triton|CUDA|a GPU|GPU)\b"
+    r"|Could not run '.*' with arguments from the '.*' backend"
+    r"|no kernel (?:image|found|registered)"
+    r"|not available|not compiled with|not built with",
+    re.IGNORECASE,
+)
+_PYTHON_OPERAND_WORDS = re.compile(r"unsupported operand type", re.IGNORECASE)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """A library's check that says no to an input in words ``DECLINING_WORDS`` does not hold:
+    ``package`` raised ``kind`` with a message matching ``words`` (for a bare ``assert``, the
+    asserting line matching ``line``); ``why`` says where the library documents the limit. A
+    ``native`` limit is torch's C++ speaking: the Python frame it surfaces in may be any caller's."""
+
+    package: str
+    kind: type[BaseException]
+    words: str
+    why: str
+    native: bool = False
+    line: str | None = None
+
+    def matches(self, exc: BaseException, package: str | None) -> bool:
+        if not isinstance(exc, self.kind) or re.search(self.words, str(exc)) is None:
+            return False
+        if self.line is not None:
+            tb = _innermost(exc)
+            source = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno) if tb is not None else ""
+            if re.search(self.line, source) is None:
+                return False
+        return self.native or package == self.package
+
+
+DOCUMENTED_LIMITS = (
+    Limit(
+        "torch",
+        ValueError,
+        r"^Invalid scaling configuration",
+        "torch's _scaled_mm answers a scaling recipe no kernel of the device implements with these words "
+        "(the CPU kernel: tensorwise only before 2.10; the recipes CUDA accepts are listed in its meta "
+        "registration, torch/_meta_registrations.py); the probes pass the shapes listed there",
+        native=True,
+    ),
+    Limit(
+        "torch",
+        RuntimeError,
+        r"^Unknown Complex ScalarType for Float8",
+        "c10's toComplexType has no complex counterpart for a float8 dtype (c10/core/ScalarType.h)",
+        native=True,
+    ),
+    Limit(
+        "torch",
+        RuntimeError,
+        r"^Index put requires the source and destination dtypes match",
+        "index_put_ writes values of the destination's own dtype only (ATen's index_put check)",
+        native=True,
+    ),
+    Limit(
+        "torchao",
+        AssertionError,
+        r"^$",
+        "torchao's emulated MX GEMM takes its second operand column-major only, 'the memory layout we expect "
+        "to be required in hardware' (torchao/prototype/mx_formats/mx_tensor.py, a bare assert)",
+        line=r"assert b_hp\.t\(\)\.is_contiguous\(\)",
+    ),
+    Limit(
+        "torchao",
+        AssertionError,
+        r"must be divisible by block_size",
+        "torchao's to_mx scales whole blocks only ('TODO(future PR): consider supporting padding', "
+        "torchao/prototype/mx_formats/mx_tensor.py); OCP MX v1.0 defines a scale per whole block",
+    ),
+    Limit(
+        "torchao",
+        AssertionError,
+        r"^Expecting both Float8TrainingTensors to (?:have|be)",
+        "torchao's copy_ between two Float8TrainingTensors is allowed only when their properties are equal "
+        "('Every other combination is banned', torchao/float8/float8_ops.py, copy_fp8)",
+    ),
+    Limit(
+        "torchao",
+        AssertionError,
+        r"^Triton kernel requires ",
+        "torchao's NVFP4 Triton quantize kernel lists what it takes (swizzled scales, K a multiple of 16, "
+        "and before 0.18 a per-tensor scale: torchao/prototype/mx_formats/nvfp4_tensor.py, to_nvfp4)",
+    ),
+    Limit(
+        "torchao",
+        AssertionError,
+        r"^$",
+        "torchao 0.17's NVFP4 GEMM takes per-tensor scales on both operands or on neither, and its activation "
+        "quantization gives none (torchao/prototype/mx_formats/nvfp4_tensor.py, a bare assert; 0.18 takes it)",
+        line=r"assert b\.per_tensor_scale is None and a\.per_tensor_scale is None",
+    ),
+    Limit(
+        "torch",
+        Exception,
+        r"NoValidChoicesError: No choices to select",
+        "inductor's GEMM autotuning found no kernel template for this device among the backends it was "
+        "allowed (max_autotune_gemm_backends; torch/_inductor/select_algorithm.py)",
+    ),
+    Limit(
+        "safetensors",
+        KeyError,
+        r"^'F[468]_",
+        "safetensors' torch loader maps dtype names through a table (safetensors/torch.py, _TYPES); "
+        "a float8/float4 name missing from it is a dtype it does not load",
+    ),
+    Limit(
+        "torch",
+        RuntimeError,
+        r"^Error\(s\) in loading state_dict for [\s\S]*Expecting both Float8TrainingTensors to (?:have|be)",
+        "load_state_dict gathers each parameter's copy_ error into one message "
+        "(torch/nn/modules/module.py): a refusal when the copy_ error inside it is one",
+    ),
+)
 
 # Messages of errors that break the CUDA context (CUDA runtime error strings as torch reports them).
 DEVICE_FAULTS = re.compile(
@@ -60,6 +223,8 @@ DEVICE_FAULTS = re.compile(
     r"|illegal instruction|CUDA error: an illegal",
     re.IGNORECASE,
 )
+
+_MISSING_MODULE_ATTRIBUTE = re.compile(r"^module '(\w+)(?:\.\w+)*' has no attribute ")
 
 
 def _package_of(filename: str) -> str | None:
@@ -89,21 +254,84 @@ def _is_raise_statement(filename: str, lineno: int) -> bool:
     return line.startswith(("raise", "assert"))
 
 
+def raised_by_install(exc: BaseException) -> str | None:
+    """The install package that raised ``exc`` (``'native'`` for a native function called from
+    another file's line), or None when the caller raised it (module docstring, "Where")."""
+    tb = _innermost(exc)
+    if tb is None:  # never raised (constructed by hand): nobody refused anything
+        return None
+    filename = tb.tb_frame.f_code.co_filename
+    package = _package_of(filename)
+    if package is not None:
+        return package
+    if _is_raise_statement(filename, tb.tb_lineno):
+        return None  # fp8ref's, or a caller's, own raise or assert
+    if isinstance(exc, ImportError):
+        return "native"  # the import system
+    if isinstance(exc, AttributeError):
+        found = _MISSING_MODULE_ATTRIBUTE.match(str(exc))
+        return "native" if found and found.group(1) in INSTALL_PACKAGES else None
+    if isinstance(exc, NATIVE_ERRORS) and not _PYTHON_OPERAND_WORDS.search(str(exc)):
+        return "native"
+    return None
+
+
+def declined(exc: BaseException, package: str | None = None) -> str | None:
+    """Why ``exc``'s words say no to an input (module docstring, "What"), or None."""
+    if isinstance(exc, NotImplementedError):
+        return "NotImplementedError"
+    if isinstance(exc, ImportError):
+        return "the install lacks the module or name"
+    if isinstance(exc, AttributeError):
+        found = _MISSING_MODULE_ATTRIBUTE.match(str(exc))
+        return "the install lacks the function or dtype" if found and found.group(1) in INSTALL_PACKAGES else None
+    text = str(exc)
+    if DECLINING_WORDS.search(text) and not _PYTHON_OPERAND_WORDS.search(text):
+        return "the library's words for an input it does not handle"
+    limit = next((lim for lim in DOCUMENTED_LIMITS if lim.matches(exc, package)), None)
+    return limit.why if limit is not None else None
+
+
 def is_refusal(exc: BaseException) -> bool:
-    """True when ``exc`` is the install refusing an operation (see the module docstring)."""
+    """True when ``exc`` is the install refusing an input (see the module docstring)."""
     if not isinstance(exc, Exception) or isinstance(exc, MemoryError):
         return False
     if DEVICE_FAULTS.search(str(exc)):
         return False  # the device broke: a failure, and what follows it is not to be trusted
-    tb = _innermost(exc)
-    if tb is None:  # never raised (constructed by hand): nobody refused anything
+    package = raised_by_install(exc)
+    return package is not None and declined(exc, package) is not None
+
+
+def op_declines(exc: BaseException) -> bool:
+    """For a survey of torch's own ops on float8 inputs (``fp8ref.harness.native``: the op
+    catalogue's samples, Python scalars in arithmetic, the promotion table, the ways of writing a
+    value): True when ``exc`` is torch declining one. Each input is valid for the op in float32
+    (the catalogue lists it so) and only its dtype is float8, and which ops take float8 is what
+    the survey finds out, so whatever torch raises for it, in its own frames or natively from the
+    call, is the op declining that dtype; what fp8ref's own frames raise (building the sample, a
+    typo) is a failure. Device faults and non-``Exception`` errors never count."""
+    if not isinstance(exc, Exception) or isinstance(exc, MemoryError) or DEVICE_FAULTS.search(str(exc)):
         return False
-    filename = tb.tb_frame.f_code.co_filename
-    if _package_of(filename) is not None:
-        return True
-    if _is_raise_statement(filename, tb.tb_lineno):
-        return False  # fp8ref's, or a caller's, own raise: a bug or a bad argument
-    return isinstance(exc, NATIVE_REFUSALS)  # a native function called from this line said no
+    return raised_by_install(exc) is not None or is_refusal(exc)
+
+
+def import_refusal(module: str, names: tuple[str, ...] = ()) -> str | None:
+    """None when ``from module import *names`` works here, else ``refused: Type: message``: a
+    module of the install that fails to import, whatever its error says, is a module the install
+    does not offer with these versions (a torchao built for another torch raises anything from
+    ImportError to AttributeError to RuntimeError while it loads). An error whose innermost frame
+    is not the install's (fp8ref's own) propagates."""
+    import importlib
+
+    try:
+        loaded = importlib.import_module(module)
+        for name in names:
+            getattr(loaded, name)
+    except Exception as exc:  # noqa: BLE001 - classified below; the rest re-raised
+        if raised_by_install(exc) is None and not isinstance(exc, AttributeError):
+            raise
+        return f"refused: {describe(exc)}"
+    return None
 
 
 def normalize(message: str) -> str:
@@ -118,9 +346,14 @@ def normalize(message: str) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    """``Type: message`` (``normalize``d), for a profile value or a skip reason."""
+    """``Type: message`` (``normalize``d), for a profile value or a skip reason; for an error
+    without words (a bare ``assert``), the line that raised it."""
     first = normalize(str(exc))
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    if first:
+        return f"{type(exc).__name__}: {first}"
+    tb = _innermost(exc)
+    line = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno).strip() if tb is not None else ""
+    return f"{type(exc).__name__} at `{line}`" if line else type(exc).__name__
 
 
 def refusal(exc: BaseException) -> str | None:
@@ -129,10 +362,11 @@ def refusal(exc: BaseException) -> str | None:
 
 
 def attempt(fn: Callable[[], T], device: str | None = None) -> tuple[bool, T | str]:
-    """Call ``fn()``. ``(True, result)`` on success, ``(False, 'refused: ...')`` when the install
-    refuses; any other exception (a bug, a device fault) propagates unchanged. With a CUDA
-    ``device`` the call is synchronized before it counts as a success, so an asynchronous fault
-    surfaces here, in the call that caused it."""
+    """Call ``fn()``, the smallest call that answers a capability question. ``(True, result)``
+    on success, ``(False, 'refused: ...')`` when the install refuses; any other exception (a
+    failure, a device fault) propagates unchanged. With a CUDA ``device`` the call is
+    synchronized before it counts as a success, so an asynchronous fault surfaces here, in the
+    call that caused it."""
     if not callable(fn):
         raise TypeError(f"fn: expected a callable taking no arguments, got {type(fn).__name__}")
     try:
@@ -147,3 +381,18 @@ def attempt(fn: Callable[[], T], device: str | None = None) -> tuple[bool, T | s
         if text is None:
             raise
         return False, text
+
+
+def observe(fn: Callable[[], T], device: str | None = None) -> tuple[bool, T | str]:
+    """``attempt`` for the behaviour profile, which records what the install does rather than
+    judging it: ``(False, 'refused: ...')`` for a refusal, ``(False, 'fails: Type: message')``
+    when the install fails on the input in other words (raised inside it, or by a native function:
+    a library's assertion, a ``torch._check`` on an input it supports), so the profile still holds
+    every other key and the golden comparison names this one. fp8ref's own errors and device faults
+    propagate, as from ``attempt``."""
+    try:
+        return attempt(fn, device)
+    except Exception as exc:  # noqa: BLE001 - what attempt re-raised: the install's failures recorded
+        if DEVICE_FAULTS.search(str(exc)) or isinstance(exc, MemoryError) or raised_by_install(exc) is None:
+            raise
+        return False, f"fails: {describe(exc)}"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import torch
 
-from ...reference.emulate import Fp8Linear
+from ...reference.emulate import Fp8Linear, install_float32_order
 
 __all__ = ["autocast_answer", "autocast_inputs"]
 
@@ -34,15 +34,19 @@ def autocast_answer(
 ) -> str:
     """``input from <dtype>, output <dtype>`` when the layer built by ``make`` under
     ``torch.autocast(device, dtype)`` equals the reference fed the input in that dtype (output
-    rounded to the returned dtype), else ``other: ...``. The reference is fp8ref's Fp8Linear."""
+    rounded to the returned dtype), else ``other: ...``. The reference is fp8ref's Fp8Linear, its
+    GEMM in the install's float32 order on the device with TF32 off for both sides
+    (``emulate.install_float32_order``): the question is which dtypes the layer uses, and the
+    layers ``make`` builds emulate FP8 by that same float32 matmul (torchao's ``emulate=True``)."""
     lin, x = autocast_inputs(device)
     module = make(lin)
-    with torch.autocast(torch.device(device).type, dtype=dtype):
-        y = module(x)
-    for source in (torch.float32, dtype):
-        ours = Fp8Linear.from_linear(copy.deepcopy(lin), recipe)(x.to(source)).detach()
-        if torch.equal(y.detach(), ours.to(y.dtype)):
-            return f"input from {_name(source)}, output {_name(y.dtype)}"
+    with install_float32_order():
+        with torch.autocast(torch.device(device).type, dtype=dtype):
+            y = module(x)
+        for source in (torch.float32, dtype):
+            ours = Fp8Linear.from_linear(copy.deepcopy(lin), recipe)(x.to(source)).detach()
+            if torch.equal(y.detach(), ours.to(y.dtype)):
+                return f"input from {_name(source)}, output {_name(y.dtype)}"
     return f"other: output {_name(y.dtype)} matches the reference fed neither float32 nor {_name(dtype)}"
 
 

@@ -12,10 +12,12 @@ profile (``checkpoint.*`` keys).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import io
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import torch
@@ -36,6 +38,7 @@ __all__ = [
     "field_differences",
     "saved_and_loaded",
     "dcp_saved_and_loaded",
+    "dcp_logs_silenced",
     "subclass_examples",
 ]
 
@@ -98,13 +101,13 @@ def dcp_saved_and_loaded(state: dict[str, Any], into: dict[str, Any]) -> dict[st
     """``torch.distributed.checkpoint.save(state)`` to a temporary folder and ``load`` into
     ``into`` (state dicts of the same structure, loaded in place, as training loads a checkpoint:
     torchtitan's way), in one process; returns ``into``. Without a process group DCP warns that it
-    assumes one process: said, and silenced here."""
+    assumes one process: said, and silenced here; so is its event log (``dcp_logs_silenced``)."""
     import tempfile
     import warnings
 
     import torch.distributed.checkpoint as dcp
 
-    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings():
+    with tempfile.TemporaryDirectory() as folder, warnings.catch_warnings(), dcp_logs_silenced():
         warnings.simplefilter("ignore")
         try:
             dcp.save(state, checkpoint_id=folder)
@@ -115,6 +118,31 @@ def dcp_saved_and_loaded(state: dict[str, Any], into: dict[str, Any]) -> dict[st
             failure = next(iter(exc.failures.values()))[0]
             raise failure from None
     return into
+
+
+@contextlib.contextmanager
+def dcp_logs_silenced() -> Iterator[None]:
+    """torch's DCP event logger disabled while the block runs, as it was after. DCP logs every
+    save and load (a start and an end record, and an ERROR record with the error of each it
+    refuses) to a logger of its own, ``c10d-<handler>-dcp_logger`` (torch's
+    distributed/checkpoint/logger.py ``_dcp_method_logger``; the name from
+    distributed/c10d_logger.py ``_get_or_create_logger``), created when DCP is imported. fp8ref's
+    refused saves (of torchao tensors, by the profile's checkpoint probe) are expected answers:
+    wherever a handler catches that logger, their hundreds of records would bury a failing test's
+    own lines. Only that logger, only for fp8ref's own DCP calls; never globally."""
+    loggers = [
+        logger
+        for name, logger in list(logging.Logger.manager.loggerDict.items())
+        if isinstance(logger, logging.Logger) and name.startswith("c10d-") and name.endswith("dcp_logger")
+    ]
+    before = [logger.disabled for logger in loggers]
+    for logger in loggers:
+        logger.disabled = True
+    try:
+        yield
+    finally:
+        for logger, was in zip(loggers, before):
+            logger.disabled = was
 
 
 def _through_dcp(t: torch.Tensor) -> torch.Tensor:

@@ -1,10 +1,12 @@
 """``python -m fp8ref finetune`` and its opt-in loaders, without a network: the JSON and PNG it
-writes, and the one-line errors for a missing model directory, an unreachable hub or dataset,
-an unknown dataset suffix."""
+writes and the verdict it prints, nothing on a stderr that is not a terminal, and the one-line
+errors for a missing model directory, an unreachable hub or dataset, an unknown dataset suffix,
+and a local dataset file that is empty, malformed or holds too little text."""
 
 import json
 import math
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -19,25 +21,6 @@ from tests.common.beside import fp8ref_main_each, main_each_report
 pytestmark = pytest.mark.needs("transformers", "datasets")
 
 
-@pytest.mark.needs("torchao", "matplotlib")
-def test_cli_writes_json_and_png(tmp_path, capsys):
-    from fp8ref.__main__ import main
-
-    prefix = tmp_path / "out" / "tiny"
-    assert (
-        main(
-            ["finetune", "--preset", "tiny", "--steps", "4", "--noise-runs", "1", "--no-progress", "--out", str(prefix)]
-        )
-        == 0
-    )
-    out = capsys.readouterr().out
-    assert "speedup" in out and "tail loss gap" in out and "parity: FP8" in out and "from 2 bf16 runs" in out
-    data = json.loads(prefix.with_suffix(".json").read_text())
-    assert len(data["runs"]["bf16"]["losses"]) == len(data["runs"]["fp8"]["losses"]) == 4
-    assert len(data["runs"]["bf16~1"]["losses"]) == 4 and data["parity"]["bf16_runs"] == 2
-    assert prefix.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
-
-
 def test_cli_missing_model_directory_is_a_clear_error(capsys):
     from fp8ref.__main__ import main
 
@@ -46,17 +29,98 @@ def test_cli_missing_model_directory_is_a_clear_error(capsys):
     assert "no such directory" in err and "Traceback" not in err
 
 
+# local dataset files the CLI must refuse in one line naming them, each with its case's words
+BAD_DATASETS = {
+    "empty": ("empty.txt", "", "the file is empty (0 bytes)"),
+    "malformed": ("broken.jsonl", '{"text": "a cat sees a dog."}\n{"text": a dog\n', "not a readable jsonl file"),
+    "blank": ("blank.txt", "\n   \n\n", "no text (its 3 rows of 'text' are all empty or blank)"),
+    "short": ("short.txt", "the cat sleeps.\n", "fewer than the 2,048 that 2 steps x 8 x 128 need"),
+}
+
+
 def run_beside(folder):
-    """The CLI asked for hub resources with the hub unreachable by construction (offline mode, set
-    before anything imports huggingface_hub, and an empty cache), so no test touches the network on
-    any machine. One interpreter, run beside the tests (tests/plugins/beside.py), runs both commands (the
-    imports are most of the cost)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "HF_HOME": str(folder / "hf")}
+    """One interpreter, run beside the tests (tests/plugins/beside.py), runs these commands (the
+    imports are most of the cost), its stderr a pipe, not a terminal: the CLI asked for hub
+    resources with the hub unreachable by construction (offline mode, set before anything imports
+    huggingface_hub, and an empty cache), so no test touches the network on any machine; given
+    local dataset files it cannot train on; and the tiny comparison as CI calls it, without
+    --no-progress (a few steps, one thread: the queue's core)."""
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HOME": str(folder / "hf"),
+        "OMP_NUM_THREADS": "1",
+    }
     calls = {
         "model": ["finetune", "--no-progress", "--model", "Qwen/Qwen3-4B"],
         "wikitext": ["finetune", "--no-progress", "--dataset", "wikitext"],
+        "tiny": ["finetune", "--preset", "tiny", "--steps", "4", "--noise-runs", "1", "--out", str(folder / "tiny")],
     }
+    for name, (file, text, _) in BAD_DATASETS.items():
+        (folder / file).write_text(text)
+        calls[name] = ["finetune", "--dataset", str(folder / file), "--steps", "2", "--noise-runs", "0", "--no-plot"]
     return {"offline": (fp8ref_main_each(calls), {"env": env, "cwd": folder})}
+
+
+@pytest.mark.needs("torchao", "matplotlib")
+def test_cli_prints_nothing_on_a_stderr_that_is_not_a_terminal(beside, offline_cli):
+    """Progress bars only on a terminal: a CI log or a pipe gets none (18 KB a default run used to
+    get), and a run that succeeds prints nothing there: neither through Python's sys.stderr nor
+    straight to the process's piped stderr."""
+    code, err = offline_cli("tiny")
+    assert code == 0 and err == "", err[-2000:]
+    assert beside("offline").stderr == "", beside("offline").stderr[-2000:]
+
+
+@pytest.mark.needs("torchao", "matplotlib")
+def test_cli_writes_json_and_png(beside, offline_cli):
+    assert offline_cli("tiny")[0] == 0
+    argv = json.loads(beside("offline").args[-1])["tiny"]
+    prefix = Path(argv[argv.index("--out") + 1])
+    data = json.loads(prefix.with_suffix(".json").read_text())
+    assert len(data["runs"]["bf16"]["losses"]) == len(data["runs"]["fp8"]["losses"]) == 4
+    assert len(data["runs"]["bf16~1"]["losses"]) == 4 and data["parity"]["bf16_runs"] == 2
+    assert set(data["parity"]["statements"]) == {"difference", "budget"}, data["parity"]
+    assert prefix.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.needs("torchao", "matplotlib")
+def test_cli_prints_the_verdicts_two_statements_and_no_speed_figure(finetune_tiny, monkeypatch, tmp_path, capsys):
+    """What the command prints for the tiny comparison (the fixture's results, not trained again):
+    the speed note instead of a speedup, then the two statements as the JSON holds them."""
+    from fp8ref.__main__ import main
+    from fp8ref.finetune import train
+
+    monkeypatch.setattr(train, "compare", lambda cfg, progress=None: finetune_tiny)
+    assert main(["finetune", "--preset", "tiny", "--no-plot", "--out", str(tmp_path / "tiny")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    statements = finetune_tiny["parity"]["statements"]
+    assert statements["difference"] in out and statements["budget"] in out, (statements, out)
+    assert statements["difference"].startswith("measured: FP8 ") and "3 bf16 runs" in statements["difference"]
+    assert statements["budget"].startswith("budget: |gap| ") and "budget is the tiny preset's" in statements["budget"]
+    assert "speed: FP8 emulated on CPU: no speed figure" in out and not any("speedup" in line for line in out), out
+    written = json.loads((tmp_path / "tiny.json").read_text())
+    assert written["parity"]["statements"] == statements and written["speedup"] is None
+
+
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize(
+    "different,within,code", [(True, True, 0), (False, True, 0), (True, False, 1), (False, False, 1)]
+)
+def test_check_exits_1_only_outside_the_parity_bound(finetune_tiny, monkeypatch, tmp_path, different, within, code):
+    """``--check`` keeps its documented meaning: exit 1 when FP8 is outside the parity bound;
+    being measurably different from bf16 alone changes no exit code."""
+    import copy
+
+    from fp8ref.__main__ import main
+    from fp8ref.finetune import train
+
+    results = copy.deepcopy(finetune_tiny)
+    results["parity"].update(different=different, within=within)
+    monkeypatch.setattr(train, "compare", lambda cfg, progress=None: results)
+    argv = ["finetune", "--check", "--no-plot", "--out", str(tmp_path / "tiny")]
+    assert main(argv) == code, (different, within)
 
 
 @pytest.fixture
@@ -78,6 +142,24 @@ def test_cli_unreachable_wikitext_is_a_clear_error(offline_cli):
     code, err = offline_cli("wikitext")
     assert code == 2, err[-2000:]
     assert "could not be loaded" in err and "dataset hub" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("case", list(BAD_DATASETS))
+def test_cli_local_dataset_it_cannot_train_on_is_one_line_naming_the_file(offline_cli, case):
+    """An empty, malformed, blank or too short local file: exit 2 and one ``error:`` line that
+    names the file and what is wrong with it (a malformed one: the parser's own words), nothing
+    else on stderr, and no word of a hub the file never came from."""
+    file, _, words = BAD_DATASETS[case]
+    code, err = offline_cli(case)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: --dataset "), (code, err[-2000:])
+    assert file in lines[0] and words in lines[0], lines[0]
+    assert "hub" not in err and "Traceback" not in err, err
+
+
+def test_cli_malformed_dataset_says_where_the_parser_stopped(offline_cli):
+    _, err = offline_cli("malformed")
+    assert "JSON parse error" in err and "row" in err, err
 
 
 def _byte_level_tokenizer():

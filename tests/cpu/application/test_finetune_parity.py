@@ -1,7 +1,9 @@
 """bf16 vs FP8 training on the tiny preset (CPU): both runs learn, start from the same weights,
 FP8's tail loss is within its budget plus the noise floor measured from one-ulp-nudged bf16 runs,
-no run goes below the corpus's entropy floor; the results JSON and plot; the emulation against
-torchao on a first step. The GPU twin: tests/gpu/test_finetune_parity.py."""
+the verdict says apart whether FP8 differs measurably and whether it is within its budget, no
+run goes below the corpus's entropy floor, emulated FP8 gets no speed figure; the results JSON
+and plot (with the noise band); the emulation against torchao on a first step. The GPU twin:
+tests/gpu/test_finetune_parity.py."""
 
 import json
 import math
@@ -13,12 +15,16 @@ from fp8ref.finetune import (
     FP8_BUDGET,
     PARITY_Z,
     FinetuneConfig,
+    budget_line,
     compare,
+    difference_line,
     nudge_weights,
     parity,
     parity_line,
     plot_losses,
     save_results,
+    speed_note,
+    summary_lines,
     tail_gap,
 )
 from fp8ref.finetune.corpus import GRAMMAR
@@ -128,6 +134,69 @@ def test_nudge_moves_one_element_per_weight_matrix_by_one_ulp():
         nudge_weights(lin, 0)
 
 
+@pytest.mark.needs("torchao")
+def test_the_verdict_states_a_measurable_difference_apart_from_the_budget(tiny):
+    """Two statements, in the JSON and the printed summary: the gap in noise units against what
+    one more bf16 run would show (with the noise estimate's interval from three runs), and the gap
+    as a fraction of the budget, whose origin is named, against the parity bound."""
+    v = tiny["parity"]
+    assert v["statements"] == {"difference": difference_line(v), "budget": budget_line(v)}, v["statements"]
+    assert isinstance(v["different"], bool) and v["different"] == (abs(v["z_score"]) > v["t_critical"]), v
+    assert v["budget_fraction"] == pytest.approx(abs(v["gap"]) / v["budget"]), v
+    low, high = v["noise_interval"]
+    assert low < v["noise"] < high, v
+    assert v["budget_source"].startswith("the tiny preset's: FP8's measured cost"), v["budget_source"]
+    word = "measurably different" if v["different"] else "not measurably different"
+    assert f"FP8 is {word} from bf16" in v["statements"]["difference"], v["statements"]
+    assert "of FP8's 3.00% budget; within the parity bound" in v["statements"]["budget"], v["statements"]
+    lines = summary_lines(tiny)
+    assert v["statements"]["difference"] in lines and v["statements"]["budget"] in lines, lines
+
+
+def test_measurably_different_and_within_the_budget_are_separate_statements():
+    """The same three bf16 runs (noise 2% x sqrt(4/3)), FP8 at three gaps: not measurably
+    different and within; measurably different and within; measurably different and outside.
+    With 2 degrees of freedom one more run lands within +-4.303 noise sd 95% of the time (Student
+    t; NIST/SEMATECH e-Handbook 1.3.6.7.2), and the noise's 95% interval is noise x
+    sqrt(2 / 7.378) to noise x sqrt(2 / 0.0506) (chi-square; the same handbook, 1.3.6.7.4)."""
+    bf16, noise = [1.0, 1.02, 0.98], 0.02 * math.sqrt(4 / 3)
+    cases = {1.05: (False, True), 1.15: (True, True), 1.30: (True, False)}  # fp8 -> (different, within)
+    for fp8, (different, within) in cases.items():
+        v = parity(bf16, fp8, budget=0.1)
+        assert (v["different"], v["within"]) == (different, within), (fp8, v)
+        assert v["t_critical"] == pytest.approx(4.303, abs=5e-4) and v["confidence"] == 0.95
+        assert v["noise_interval"] == pytest.approx(
+            [noise * math.sqrt(2 / 7.378), noise * math.sqrt(2 / 0.0506)], rel=2e-3
+        )
+        assert v["budget_fraction"] == pytest.approx((fp8 - 1) / 0.1)
+        text = difference_line(v)
+        assert ("FP8 is not measurably different" in text) == (not different), text
+        assert ("; within the parity bound" in budget_line(v)) == within, budget_line(v)
+    diverged = parity([1.0, None], 1.05, budget=0.1)
+    assert difference_line(diverged) == "measured: nothing, a run diverged", difference_line(diverged)
+    assert budget_line(diverged).startswith("budget: OUTSIDE: a run diverged"), budget_line(diverged)
+    one = parity([1.0], 1.05, budget=0.1)
+    assert (one["different"], one["t_critical"], one["noise_interval"]) == (None, None, None), one
+    assert "whether FP8 differs measurably is not known" in difference_line(one), difference_line(one)
+
+
+@pytest.mark.parametrize(
+    "preset,model,budget,expected",
+    [
+        ("tiny", None, FP8_BUDGET["tiny"], "the tiny preset's: FP8's measured cost +0.90%"),
+        ("4b-shaped", None, FP8_BUDGET["4b-shaped"], "the 4b-shaped preset's: "),
+        ("tiny", "Qwen/Qwen3-4B", 0.01, "the default for a pretrained model (--model)"),
+        ("tiny", None, 0.05, "set by the caller (--fp8-budget)"),
+    ],
+)
+def test_the_verdict_names_where_its_budget_comes_from(preset, model, budget, expected):
+    from fp8ref.finetune import budget_source
+
+    assert budget_source(preset, model, budget).startswith(expected), budget_source(preset, model, budget)
+    v = parity([1.0, 1.01], 1.02, budget=budget, budget_source=budget_source(preset, model, budget))
+    assert budget_line(v).endswith(f"The budget is {budget_source(preset, model, budget)}"), budget_line(v)
+
+
 def test_parity_bound_is_the_budget_plus_z_times_the_noise():
     v = parity([1.0, 1.02, 0.98], 1.10, budget=0.05)
     noise = 0.02 * math.sqrt(1 + 1 / 3)
@@ -165,14 +234,38 @@ def test_throughput_is_measured_after_warm_up(tiny):
         assert run["throughput_steps"] == cfg.steps - cfg.throughput_warmup
         timed = run["step_seconds"][cfg.throughput_warmup :]
         assert run["tokens_per_s"] == pytest.approx(cfg.batch * cfg.seq_len * len(timed) / sum(timed))
-    assert tiny["speedup"] == pytest.approx(tiny["runs"]["fp8"]["tokens_per_s"] / tiny["runs"]["bf16"]["tokens_per_s"])
+
+
+@pytest.mark.needs("torchao")
+def test_emulated_fp8_on_the_cpu_gets_no_speed_figure(tiny):
+    """On the CPU, FP8 is emulated (torchao's casts, float32 matmuls): its tokens/s against bf16's
+    times the emulation, so no ratio is reported as a speedup, in the JSON or the summary."""
+    note = "FP8 emulated on CPU: no speed figure"
+    assert tiny["speedup"] is None and tiny["speed_note"] == note, (tiny["speedup"], tiny["speed_note"])
+    lines = summary_lines(tiny)
+    assert f"speed: {note}" in lines and not any("speedup" in line or "x bf16" in line for line in lines), lines
+
+
+@pytest.mark.parametrize(
+    "device,backend,emulate,expected",
+    [
+        ("cpu", "torchao", True, "FP8 emulated on CPU: no speed figure"),
+        ("cpu", "fp8ref", False, "FP8 emulated on CPU: no speed figure"),
+        ("cpu", "torchao", False, "FP8 on CPU, which has no FP8 units: no speed figure"),
+        ("cuda", "torchao", True, "FP8 emulated on cuda: no speed figure"),
+        ("cuda", "fp8ref", False, "FP8 emulated on cuda: no speed figure"),
+        ("cuda", "torchao", False, None),  # torch._scaled_mm on the GPU: the one real speed figure
+    ],
+)
+def test_a_speed_figure_only_for_fp8_hardware(device, backend, emulate, expected):
+    assert speed_note(FinetuneConfig(device=device, backend=backend, emulate=emulate)) == expected
 
 
 @pytest.mark.needs("torchao")
 def test_results_json_round_trips(tiny, tmp_path):
     path = save_results(tiny, tmp_path / "r.json")
     back = json.loads(path.read_text())
-    assert back["schema"] == "fp8ref.finetune/2"
+    assert back["schema"] == "fp8ref.finetune/3"
     assert back["parity"]["within"] == tiny["parity"]["within"]
     assert back["runs"]["fp8"]["losses"] == tiny["runs"]["fp8"]["losses"]
     assert back["versions"]["torch"] == torch.__version__
@@ -183,6 +276,30 @@ def test_results_json_round_trips(tiny, tmp_path):
 def test_plot_is_a_png(tiny, tmp_path):
     path = plot_losses(tiny, tmp_path / "r.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.needs("torchao", "matplotlib")
+def test_plot_shows_the_noise_band_both_statements_and_no_speed_figure(tiny):
+    """The lower panel shades the tail's noise band (+- t x noise, in percent of the bf16 mean),
+    and the title carries the speed note and the verdict's two statements, never a speedup."""
+    import matplotlib.pyplot as plt
+
+    from fp8ref.finetune.report import loss_figure
+
+    v = tiny["parity"]
+    fig = loss_figure(tiny)
+    try:
+        top, low = fig.axes
+        bands = [c for c in low.collections if c.get_label().startswith("bf16 noise band")]
+        assert len(bands) == 1, [c.get_label() for c in low.collections]
+        ys = [y for path in bands[0].get_paths() for _, y in path.vertices]
+        half = 100 * v["t_critical"] * v["noise"]
+        assert (min(ys), max(ys)) == pytest.approx((-half, half)), (min(ys), max(ys), half)
+        title = top.get_title().replace("\n", " ")
+        assert "FP8 emulated on CPU: no speed figure" in title and "speedup" not in title, title
+        assert "measurably different" in title and "budget:" in title, title
+    finally:
+        plt.close(fig)
 
 
 def test_tail_gap_is_the_relative_difference_of_the_last_tenth():

@@ -20,8 +20,8 @@ MX_FORMATS = [pytest.param(f, id=f.name) for f in select(mx_element=True)]
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", MX_FORMATS)
-def test_every_block_size_scales_like_the_definition_of_its_mode(fmt, mode, record_observation):
-    assert_every_block_size(ao.to_mx, fmt, mode, "torchao", record_observation)
+def test_every_block_size_scales_like_the_definition_of_its_mode(fmt, mode, record_observation, record_defect):
+    assert_every_block_size(ao.to_mx, fmt, mode, "torchao", record_observation, record_defect)
 
 
 @pytest.mark.parametrize("fmt", MX_FORMATS)

@@ -3,11 +3,11 @@
 import pytest
 import torch
 
-from fp8ref.reference.emulate import Fp8Linear, cast_operand, convert, fp8_linear
+from fp8ref.reference.codec import decode, encode
+from fp8ref.reference.emulate import Fp8Linear, convert, fp8_linear
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.metrics import calc_diff, sqnr
 from fp8ref.reference.recipes import FP4_RECIPES, RECIPES, GemmRecipe, OperandCast, get_recipe
-from fp8ref.reference.scaling import tile
 
 
 def _data(seed=0, M=256, K=256, N=128):
@@ -40,6 +40,23 @@ def test_every_recipe_passes_deepgemms_check_against_high_precision(name, record
     assert sqnr(xr_grad, xh_grad) >= 17 and sqnr(wr_grad, wh_grad) >= 17
 
 
+def _e4m3_cast(t: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """E4M3 values of ``t * scale`` (float32 product, clamped to +-448, rounded to nearest even by
+    the codec), divided back by ``scale``: torchao's cast and dequantization (docs/design.md),
+    written out from the codec so that ``emulate.cast_operand`` is not its own expected value."""
+    y = (t.float() * scale).clamp(-E4M3FN.max, E4M3FN.max)
+    return decode(encode(y, E4M3FN), E4M3FN).float() / scale
+
+
+def _e4m3_tiles(t: torch.Tensor, k: int = 128) -> torch.Tensor:
+    """DeepSeek-V3's 1 x k tiles along the last dim, each scaled by torchao's formula
+    float32(448 / float64(amax)) (amax clamped at 1e-12), then ``_e4m3_cast``."""
+    tiles = t.float().reshape(*t.shape[:-1], t.shape[-1] // k, k)
+    amax = tiles.abs().amax(-1, keepdim=True)
+    scale = (E4M3FN.max / amax.double().clamp(min=1e-12)).float()
+    return _e4m3_cast(tiles, scale).reshape(t.shape)
+
+
 def test_blockwise_grad_weight_uses_128x1_tiles_of_the_activation():
     """In grad_weight = grad_y^T @ x the contraction runs over tokens, so DeepSeek-V3's
     activation tiles there are 128 tokens x 1 channel: the operand x^T in 1x128 tiles."""
@@ -47,20 +64,21 @@ def test_blockwise_grad_weight_uses_128x1_tiles_of_the_activation():
     xr = x.clone().requires_grad_()
     wr = w.clone().requires_grad_()
     fp8_linear(xr, wr, recipe="blockwise").backward(g)
-    op = OperandCast(E4M3FN, tile(128))
-    want = cast_operand(g.t(), op) @ cast_operand(x.t(), op).t()
-    assert torch.equal(wr.grad, want)
+    want = _e4m3_tiles(g.t()) @ _e4m3_tiles(x.t()).t()
+    assert torch.equal(wr.grad, want), f"grad_weight differs from 1x128 tiles of x^T in {int((wr.grad != want).sum())}"
     # and it is not what per-row (1x128 along channels) tiles of x would give
-    wrong = cast_operand(g.t(), op) @ cast_operand(x, op)
+    wrong = _e4m3_tiles(g.t()) @ _e4m3_tiles(x)
     assert not torch.equal(wr.grad, wrong)
 
 
 def test_static_recipe_uses_fixed_scales():
+    """modded-nanogpt's static scales (fp8ref.reference.recipes): the input times 1/2, the weight
+    times 1/32, each cast to E4M3 with saturation, no amax involved."""
     x, w, _ = _data()
     y = fp8_linear(x * 0 + 1000.0, w, recipe="static")  # 1000/2 = 500 saturates to 448 in E4M3
-    xq = cast_operand(torch.full_like(x, 1000.0), RECIPES["static"].output.a)
-    assert bool((xq == 896.0).all())
-    assert torch.equal(y, xq @ cast_operand(w, RECIPES["static"].output.b).t())
+    xq = torch.full_like(x, 448.0 * 2)  # 448 / (1/2)
+    wq = _e4m3_cast(w, torch.tensor(1 / 32.0))
+    assert torch.equal(y, xq @ wq.t()), f"{int((y != xq @ wq.t()).sum())} outputs differ from 896 x W_e4m3(w/32)^T"
 
 
 def test_recipes_describe_every_gemm_and_reject_mixed_precision():

@@ -48,7 +48,7 @@ def test_a_changed_golden_fails_with_readable_lines(tmp_path, here):
     v = here["versions"]
     assert lines == [
         f"{key}: pinned {flipped!r} (torch 9.9.9, torchao 0.0.1) "
-        f"-> now {here['behaviour'][key]!r} (torch {v['torch']}, torchao {v['torchao']})"
+        f"-> now {here['behaviour'][key]!r} (torch {v['torch']}, torchao {v['torchao'] or 'not installed'})"
     ]
     assert compare_with_golden(tmp_path, "cpu", now=golden) == ("equal", [])
 

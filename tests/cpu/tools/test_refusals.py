@@ -1,16 +1,30 @@
-"""Refusals vs bugs: an install that refuses an operation is recorded and the profile goes on; an
-error raised by fp8ref itself still surfaces. The install's refusals are simulated with real
-native errors (a matmul of mismatched shapes), so the classification under test is the real one."""
+"""Refusals vs failures (fp8ref.harness.stack.refusals): the install saying no to an input it
+does not support is recorded and the profile goes on; everything else (fp8ref's own errors, a
+typo, a library's assertion on an input it supports) fails with its traceback. The install's
+refusals are real errors of torch (a float8 sum, a float8 type promotion), so the
+classification under test is the real one."""
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
 
 from fp8ref.harness.profiles import profile
 from fp8ref.harness.stack import probes
-from fp8ref.harness.stack.refusals import attempt, describe, is_refusal, normalize, refusal
+from fp8ref.harness.stack.refusals import (
+    DOCUMENTED_LIMITS,
+    attempt,
+    declined,
+    describe,
+    import_refusal,
+    is_refusal,
+    normalize,
+    op_declines,
+    raised_by_install,
+    refusal,
+)
 from fp8ref.reference import codec
 from fp8ref.reference.formats import get_format
 from fp8ref.reference.recipes import TORCHAO_RECIPES
@@ -25,28 +39,39 @@ def _raised(fn: Callable[[], object]) -> BaseException:
 
 
 def _native_refusal(*args, **kwargs):
-    """Stands in for an install operation that says no: torch's own shape check fires."""
-    return torch.ones(2) @ torch.ones(3)
+    """Stands in for an install operation that says no: torch's own words for a float8 pair it
+    does not promote."""
+    return torch.promote_types(torch.float8_e4m3fn, torch.float8_e5m2)
 
 
 def _own_raise():
-    raise RuntimeError("raised by a raise statement outside the install")
+    raise RuntimeError("operation not supported (raised by a raise statement outside the install)")
+
+
+def _inside_torch(source: str) -> Callable[[], object]:
+    """A function whose code sits in torch's own folder (as torch's Python code does), so what it
+    raises is raised inside the install: a stand-in for a check torch or a library makes."""
+    namespace: dict = {}
+    exec(compile(source, str(Path(torch.__file__).parent / "_fp8ref_stand_in.py"), "exec"), namespace)  # noqa: S102
+    return namespace["f"]
 
 
 @pytest.mark.parametrize(
     "call,why",
     [
-        (lambda: torch.ones(2) @ torch.ones(3), "a native torch check, called from here"),
-        (lambda: torch.nn.Linear(2, 3)(torch.ones(4)), "raised inside torch's Python code"),
-        (lambda: torch.finfo(torch.int32), "a TypeError from a native function"),
+        (lambda: torch.zeros(2, dtype=torch.float8_e4m3fn).sum(), "a native 'not implemented for' a float8 dtype"),
+        (_native_refusal, "a native 'not supported'"),
+        (lambda: torch._check_not_implemented(False, lambda: "no float8 kernel"), "torch's NotImplementedError"),
         (lambda: torch.float8_e9m9, "a dtype this torch lacks"),  # type: ignore[attr-defined]  # on purpose
+        (lambda: __import__("torch.no_such_module"), "a module this install lacks"),
+        (_inside_torch("def f():\n    assert False, 'axiswise scaling is not supported yet'\n"), "a declining assert"),
     ],
 )
-def test_errors_raised_by_the_install_are_refusals(call, why):
+def test_the_install_saying_no_is_a_refusal(call, why):
     exc = _raised(call)
     assert is_refusal(exc), why
     assert refusal(exc) == f"refused: {describe(exc)}"
-    assert describe(exc).startswith(type(exc).__name__ + ":")
+    assert describe(exc).startswith(type(exc).__name__)
 
 
 @pytest.mark.parametrize(
@@ -54,12 +79,17 @@ def test_errors_raised_by_the_install_are_refusals(call, why):
     [
         (lambda: codec.encode(torch.ones(3, dtype=torch.float64), "e4m3fn"), "fp8ref's own argument check"),
         (lambda: codec.encode(torch.ones(3), "e9m9"), "fp8ref's own name check"),
-        (_own_raise, "a raise statement outside the install"),
-        (lambda: dict[str, int]()["key"], "a KeyError, which no native torch function raises for a refusal"),
+        (_own_raise, "a raise statement outside the install, whatever it says"),
+        (lambda: torch.ones(2).detatch(), "a typo in a check: an attribute of an object, not of the install"),  # type: ignore[attr-defined]
+        (lambda: dict[str, int]()["key"], "a KeyError in the caller"),
         (lambda: 1 / 0, "arithmetic in the caller"),
+        (lambda: 1 + "a", "Python's own 'unsupported operand type(s)' on the caller's line"),  # type: ignore[operator]
+        (lambda: torch.ones(2) @ torch.ones(3), "a native shape check: the caller's mistake, not a missing kernel"),
+        (lambda: torch._check(False, lambda: "Expected every group to be a multiple of 16"), "a torch._check"),
+        (_inside_torch("def f():\n    assert False, 'scales must be positive'\n"), "a library's assertion"),
     ],
 )
-def test_errors_raised_by_fp8ref_or_the_caller_are_bugs(call, why):
+def test_everything_else_is_a_failure(call, why):
     exc = _raised(call)
     assert not is_refusal(exc), why
     assert refusal(exc) is None
@@ -67,16 +97,57 @@ def test_errors_raised_by_fp8ref_or_the_caller_are_bugs(call, why):
         attempt(call)
 
 
+def test_where_it_was_raised():
+    # (each call on a line of its own: a native call on a raise or assert line counts as the caller's)
+    float8_sum = _raised(lambda: torch.zeros(2, dtype=torch.float8_e4m3fn).sum())
+    in_torch = _raised(_inside_torch("def f():\n    raise ValueError('x')\n"))
+    typo = _raised(lambda: torch.ones(2).detatch())
+    assert raised_by_install(float8_sum) == "native"
+    assert raised_by_install(in_torch) == "torch"
+    assert raised_by_install(_raised(_own_raise)) is None
+    assert raised_by_install(typo) is None
+
+
+@pytest.mark.parametrize("limit", DOCUMENTED_LIMITS, ids=lambda lim: f"{lim.package}-{lim.words[:30]}")
+def test_each_documented_limit_says_where_it_is_documented(limit):
+    assert limit.package in ("torch", "torchao", "safetensors", "transformers") and len(limit.why) > 40
+    assert not issubclass(limit.kind, (AttributeError, KeyboardInterrupt)) or limit.kind is KeyError
+
+
+def test_a_documented_limit_counts_only_for_its_package_and_words():
+    words = "the last dimension of shape torch.Size([2, 48]) must be divisible by block_size 32"
+    assert declined(AssertionError(words), "torchao") is not None
+    assert declined(AssertionError(words), "transformers") is None  # another package's assert: a failure
+    assert declined(AssertionError("amax must be finite"), "torchao") is None
+
+
+def test_a_survey_of_torchs_own_ops_takes_what_torch_raises_but_not_fp8refs_errors():
+    shapes = _raised(lambda: torch.ones(2) @ torch.ones(3))
+    asserted = _raised(_inside_torch("def f():\n    assert False, 'anything'\n"))
+    typo = _raised(lambda: torch.ones(2).detatch())
+    fault = _raised(_inside_torch("def f():\n    raise RuntimeError('CUDA error: misaligned address')\n"))
+    assert op_declines(shapes) and op_declines(asserted)  # torch declining a float8 sample of its own op
+    assert not op_declines(_raised(_own_raise))
+    assert not op_declines(typo)
+    assert not op_declines(fault)
+
+
+def test_a_module_the_install_cannot_load_is_refused():
+    assert import_refusal("torch.nn") is None
+    assert import_refusal("torch.no_such_module").startswith("refused: ModuleNotFoundError: ")
+    assert import_refusal("torch.nn", ("no_such_name",)).startswith("refused: AttributeError: ")
+
+
 def test_interrupts_and_memory_errors_are_never_refusals():
     assert not is_refusal(KeyboardInterrupt())
     assert not is_refusal(MemoryError())
-    assert not is_refusal(RuntimeError("never raised"))  # no traceback: nobody refused anything
+    assert not is_refusal(RuntimeError("not supported, but never raised"))  # no traceback: nobody refused
 
 
 def test_attempt_returns_the_result_or_the_refusal():
     assert attempt(lambda: 3) == (True, 3)
-    ok, text = attempt(lambda: torch.ones(2) @ torch.ones(3))
-    assert not ok and text.startswith("refused: RuntimeError: ")
+    ok, text = attempt(_native_refusal)
+    assert not ok and text.startswith("refused: RuntimeError: Promotion for Float8 Types is not supported")
     with pytest.raises(TypeError, match="fn: expected a callable"):
         attempt(3)
 
@@ -98,7 +169,7 @@ def test_messages_lose_what_varies_between_builds():
 
 
 def test_describe_keeps_one_short_line():
-    exc = _raised(lambda: torch.ones(2) @ torch.ones(3))
+    exc = _raised(_native_refusal)
     text = describe(exc)
     assert "\n" not in text and len(text) <= 260
     assert describe(_raised(lambda: (_ for _ in ()).throw(RuntimeError("a\nb")))) == "RuntimeError: a"
@@ -202,7 +273,7 @@ def test_a_device_fault_is_a_failure_not_a_refusal(message):
     def inside_torch():  # raised inside torch, so a refusal by every other rule
         torch._check(False, lambda: message)
 
-    assert is_refusal(_raised(lambda: torch._check(False, lambda: "an ordinary refusal")))
+    assert is_refusal(_raised(lambda: torch._check(False, lambda: "an ordinary refusal: not supported")))
     assert not is_refusal(_raised(inside_torch))
     with pytest.raises(RuntimeError, match=message.split(": ")[1]):
         attempt(inside_torch)

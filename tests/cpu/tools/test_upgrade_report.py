@@ -15,7 +15,10 @@ from fp8ref.harness.profiles.key_meanings import SEVERITIES
 from fp8ref.harness.profiles.profile_file import diff, install_label, load, save
 from tests.common.paths import GOLDEN
 
-OLDEST = "torch 2.9.1, torchao 0.17.0"
+OLDEST = (
+    "torch 2.9.1, torchao 0.17.0, transformers 5.24.0, accelerate 1.15.0, safetensors 0.8.0, ml_dtypes 0.6.0, "
+    "gfloat 0.5.2, expecttest 0.3.0"
+)
 
 
 @pytest.fixture
@@ -57,13 +60,14 @@ def test_the_oldest_install_renders_as_a_table_with_meaning_consequence_and_seve
         assert severity.split()[0].strip("*") in SEVERITIES, r
         assert a and b and meaning and consequence, r
     assert f"**{len(differing)} of {len(golden['behaviour'])} keys differ**" in md
-    assert "torch 2.13.0+cpu" in md and "torch 2.9.1+cu128" in md
+    # the heading names what differs between the installs, and nothing else
+    assert md.splitlines()[0] == "### FP8 behaviour: torch 2.13.0+cpu -> 2.9.1+cu128, torchao 0.18.0 -> 0.17.0 (cpu)"
     # the overflow change is the kind that can silently change training numbers
     overflow = next(r for r in rows if r[1] == "`cast.e4m3fn.bf16.overflow`")
     assert overflow[0].startswith("**numerics**") and overflow[2:4] == ["`'saturate'`", "`'nonsaturate'`"]
-    # a rowwise _scaled_mm that is now refused changes which paths run
+    # a rowwise _scaled_mm that is now refused changes which paths run, and says which way
     rowwise = next(r for r in rows if r[1] == "`scaled_mm.rowwise.bf16`")
-    assert rowwise[0].startswith("refusal")
+    assert rowwise[0].startswith("refusal") and rowwise[5].startswith("**now refused")
     # beside the golden, cpu-installs.json accepts every one of them for that install, with why
     assert all("(accepted)" in r[0] for r in rows) and "accepted on purpose: torch 2.9.1" in md
 
@@ -85,7 +89,7 @@ def test_json_round_trips_and_renders_the_same_markdown(tmp_path, oldest, capsys
 def test_an_equal_pair_says_so_and_exits_0(golden, capsys):
     assert main(["diff", str(GOLDEN / "cpu.json"), str(GOLDEN / "cpu.json"), "--format", "markdown"]) == 0
     keys = len(golden["behaviour"])
-    assert f"**No FP8 behaviour changed**: all {keys} keys are the same." in capsys.readouterr().out
+    assert f"**No FP8 behaviour changed**: all {keys} keys compared are the same." in capsys.readouterr().out
 
 
 def test_an_unexplained_key_is_reported_not_dropped(golden):
@@ -120,7 +124,7 @@ def test_accept_writes_the_named_differences_that_the_golden_test_then_accepts(t
     assert main(["accept", str(mine), str(tmp_path / "now.json"), "--why", "we clip gradients first"]) == 0
     named = json.loads((tmp_path / "stack-installs.json").read_text())
     assert named == {
-        "torch 2.99.0, torchao 0.18.0": {
+        install_label(now): {
             "why": "we clip gradients first",
             "differences": {"cast.e4m3fn.bf16.overflow": "nonsaturate"},
         }
