@@ -13,7 +13,7 @@ import torch
 from tests.common import fsdp_checks
 
 ABORTS = {"torch": "2.13.0+cpu", "torchao": "0.18.0"}  # one of fsdp_checks.UNEVEN_SHARDS_ABORT
-RUNS = {"torch": "2.14.1", "torchao": "0.18.0"}  # not one of them
+RUNS = {"torch": "2.12.1", "torchao": "0.18.0"}  # not one of them
 SIGABRT = {"error": "crashed: ProcessExitedException: process 1 terminated with signal SIGABRT", "signal": "SIGABRT"}
 SIGSEGV = {"error": "crashed: ProcessExitedException: process 0 terminated with signal SIGSEGV", "signal": "SIGSEGV"}
 
