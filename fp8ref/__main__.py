@@ -83,13 +83,15 @@ def _load_two(args: argparse.Namespace) -> tuple[dict, dict]:
         raise UsageError(str(exc)) from exc
 
 
-def _same_device_kind(a: dict, b: dict, a_name: str, b_name: str) -> None:
+def _same_device_kind(
+    a: dict, b: dict, a_name: str, b_name: str, hint: str = " (--any-device compares them anyway)"
+) -> None:
     """A usage error naming both device kinds when ``a`` and ``b`` were collected on different ones."""
     ka, kb = a["versions"].get("device"), b["versions"].get("device")
-    if ka != kb and ka is not None and kb is not None:
+    if ka != kb:
         raise UsageError(
             f"{a_name} is a profile of device kind {ka!r} and {b_name} of {kb!r}: compare profiles of one device "
-            "kind (--any-device compares them anyway)"
+            f"kind{hint}"
         )
 
 
@@ -147,7 +149,8 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 
 def _cmd_accept(args: argparse.Namespace) -> int:
     """Name B's differences from the golden A (all, or those ``--key`` matches), with why, in
-    A-installs.json (whole or not at all); differences accepted before for the install stay."""
+    A-installs.json (whole or not at all); differences accepted before for the install stay, each
+    with its own reason (``reasons``; ``why`` joins them)."""
     import fnmatch
 
     from .harness.profiles.atomic import write_text
@@ -157,7 +160,7 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     if not why:
         raise UsageError("--why: expected the reason these differences are accepted, got nothing")
     a, b = _load_two(args)
-    _same_device_kind(a, b, args.a, args.b)
+    _same_device_kind(a, b, args.a, args.b, hint="")
     rows = diff(a, b)
     if args.key:
         unmatched = [pattern for pattern in args.key if not any(fnmatch.fnmatchcase(k, pattern) for k, _, _ in rows)]
@@ -175,15 +178,23 @@ def _cmd_accept(args: argparse.Namespace) -> int:
         print(f"{args.b} ({label}) does not differ from {args.a}: nothing to accept")
         return 0
     before = named.get(label, {})
-    if before.get("why") and before["why"] != why and not _confirm_replacing(before["why"], args.replace):
+    earlier = before.get("reasons") or {k: before["why"] for k in before.get("differences", {}) if before.get("why")}
+    replaced = sorted({earlier[k] for k, _, _ in rows if k in earlier and earlier[k] != why})
+    if replaced and not _confirm_replacing("; ".join(replaced), args.replace):
         raise UsageError(
-            f"{path} already accepts differences for {label} because: {before['why']!r}; --replace replaces that "
-            "reason with this one"
+            f"{path} already accepts some of these keys for {label} because: {'; '.join(map(repr, replaced))}; "
+            "--replace gives them this reason instead"
         )
     differences = {**before.get("differences", {}), **{k: new for k, _, new in rows}}
-    named[label] = {"why": why, "differences": dict(sorted(differences.items()))}
+    reasons = {**earlier, **{k: why for k, _, _ in rows}}
+    named[label] = {
+        "why": " | ".join(dict.fromkeys(reasons[k] for k in sorted(differences))),
+        "differences": dict(sorted(differences.items())),
+        "reasons": dict(sorted(reasons.items())),
+    }
     write_text(path, json.dumps(named, indent=1, sort_keys=True) + "\n")
-    print(f"wrote {path}: {len(rows)} differences accepted for {label} ({len(differences)} in all)")
+    n = len(rows)
+    print(f"wrote {path}: {n} difference{'s' * (n != 1)} accepted for {label} ({len(differences)} in all)")
     return 0
 
 
@@ -374,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--replace",
         action="store_true",
-        help="replace an earlier reason accepted for this install (else asked at a terminal, refused elsewhere)",
+        help="give keys accepted before with another reason this one (else asked at a terminal, refused elsewhere)",
     )
     p.set_defaults(func=_cmd_accept)
 

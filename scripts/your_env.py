@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         pins = Path(tmp) / "your-stack.txt"
         pins.write_text(constraints(before))
-        _pip(python, ["--no-deps", "-c", str(pins), "-e", str(ROOT)])
+        _pip(python, ["--no-deps", "-c", str(pins), "-e", str(ROOT), "--config-settings", "editable_mode=compat"])
         lacking = to_install(test_requirements(), before)
         if lacking:
             _pip(python, ["-c", str(pins), *lacking])

@@ -49,7 +49,6 @@ def _outcome(test: Callable[..., None], *args: Any) -> str:
     except pytest.skip.Exception as exc:
         return f"skipped: {exc}"
     except Exception as exc:  # noqa: BLE001 - the outcome is the subject
-        assert not is_refusal(exc), f"{type(exc).__name__}: {exc} reads as a refusal"
         return f"failed: {type(exc).__name__}"
     return "passed"
 
@@ -110,6 +109,40 @@ def test_a_typo_in_a_check_fails_and_never_skips(family, monkeypatch):
     assert _outcome(test) == "passed", "the check fails without the typo: nothing to show"
     monkeypatch.setattr(module, name, _mutated(module, name, old, new))
     assert _outcome(test) == "failed: AttributeError", f"{family}: a typo ({new}) did not fail the test"
+
+
+def test_a_refusal_shaped_error_inside_a_check_fails_it(monkeypatch):
+    """The check's own code calls torch in a way torch declines (a float8 sum: 'not implemented
+    for'), which by its words is a refusal: the check runs unguarded, so the test fails rather
+    than skips as "the install refused"."""
+    old, new = "got[name].detach().double().cpu()", "got[name].detach().to(torch.float8_e4m3fn).sum().double().cpu()"
+    assert _outcome(_grouped_test) == "passed"
+    monkeypatch.setattr(grouped_checks, "_compare", _mutated(grouped_checks, "_compare", old, new))
+    assert _outcome(_grouped_test) == "failed: NotImplementedError"
+
+
+def test_a_wrong_call_in_a_profile_probe_fails_the_profile(monkeypatch):
+    """Python's own TypeError on fp8ref's line ("takes exactly one argument") is fp8ref's mistake,
+    never recorded as the install's failure or refusal."""
+    from fp8ref.harness.profiles import profile
+
+    old, new = '"|".join(r.nan_codes)', '"|".join(r.nan_codes, "|")'
+    monkeypatch.setattr(profile, "_probe_casts", _mutated(profile, "_probe_casts", old, new))
+    with pytest.raises(TypeError, match="join"):
+        profile._probe_casts("cpu")
+
+
+def test_a_keyword_typo_in_a_survey_of_torchs_ops_fails_it(monkeypatch):
+    """A survey takes what torch raises for a float8 input as the op declining it, but not a wrong
+    call in fp8ref's own code ("unexpected keyword argument")."""
+    from fp8ref.harness.native import native_checks
+    from fp8ref.reference.formats import E5M2
+
+    old = "torch.full((4,), v, dtype=torch.float64, device=device)"
+    new = "torch.full((4,), v, dtypes=torch.float64, device=device)"
+    monkeypatch.setattr(native_checks, "_write_paths", _mutated(native_checks, "_write_paths", old, new))
+    with pytest.raises(TypeError, match="dtypes"):
+        native_checks.check_written(E5M2)
 
 
 @pytest.mark.needs("transformers")

@@ -14,6 +14,10 @@ KINDS = (
     ("needs a GPU", re.compile(r"needs a CUDA GPU|needs sm\d+")),
     ("package not installed or not importable", re.compile(r"needs package |cannot import |imports torchao, which")),
     ("refused by the install", re.compile(r"cannot do .*: (?:refused|missing)|\brefused\b|: missing: ")),
+    (
+        "golden not compared (none to compare with, or pinned by this run)",
+        re.compile(r"^no golden profile for |^(?:re-)?pinned .*; commit it"),
+    ),
 )
 _SUBJECT = re.compile(r"cannot do (.*?): (?:[\w.]+: )?(?:refused|missing)")
 

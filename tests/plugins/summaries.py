@@ -26,6 +26,7 @@ _ORACLE_KEY = pytest.StashKey[list]()
 _GOLDEN_KEY = pytest.StashKey[list]()
 _SECTION_KEY = pytest.StashKey[dict]()
 _DEFECT_KEY = pytest.StashKey[list[dict]]()
+_UNCOMPARED_KEY = pytest.StashKey[list[str]]()
 _WORKER_KEY = "fp8ref_sections"
 
 
@@ -37,6 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_GOLDEN_KEY] = []
     config.stash[_SECTION_KEY] = {}
     config.stash[_DEFECT_KEY] = []
+    config.stash[_UNCOMPARED_KEY] = []
     check_outputs(config)
 
 
@@ -88,6 +90,13 @@ def record_defect(request: pytest.FixtureRequest) -> Callable[[str, str, int], N
             request.config.stash[_DEFECT_KEY].append(dataclasses.asdict(defect(key, where, count)))
 
     return record
+
+
+@pytest.fixture
+def record_not_compared(request: pytest.FixtureRequest) -> Callable[[str], None]:
+    """``record_not_compared(line)``: golden keys a run left out (a package not usable on one side:
+    ``not compared: 165 keys (torchao not installed in B)``), said in "What this run did not check"."""
+    return request.config.stash[_UNCOMPARED_KEY].append
 
 
 @pytest.fixture
@@ -164,6 +173,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 "golden": config.stash[_GOLDEN_KEY],
                 "sections": config.stash[_SECTION_KEY],
                 "defects": config.stash[_DEFECT_KEY],
+                "not_compared": config.stash[_UNCOMPARED_KEY],
             },
             default=str,
         )
@@ -185,6 +195,7 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     config.stash[_GOLDEN_KEY].extend(sections.get("golden", []))
     config.stash[_SECTION_KEY].update(sections.get("sections", {}))
     config.stash[_DEFECT_KEY].extend(sections.get("defects", []))
+    config.stash[_UNCOMPARED_KEY].extend(sections.get("not_compared", []))
     config.stash[_REPORTS_KEY].extend(CastReport(**r) for r in sections["reports"])
 
 
@@ -214,10 +225,13 @@ def defects(config: pytest.Config) -> list[dict]:
 def defect_lines(found: list[dict], strict: bool) -> list[str]:
     """The defects section: one line per deviation and place, then each deviation's words and
     versions once."""
-    from fp8ref.harness.stack.install import versions_line
+    from fp8ref.harness.stack.install import installed_version, versions_line
 
+    stack = versions_line() + "".join(
+        f", {pkg} {v}" for pkg in ("transformers",) if (v := installed_version(pkg)) is not None
+    )
     lines = [
-        f"{len(found)} known wrong answers on {versions_line()}"
+        f"{len(found)} known wrong answers on {stack}"
         + (" (--fp8-strict: the run fails on them)" if strict else " (--fp8-strict fails the run on them)")
     ]
     lines += [f"[{d['severity']}] {d['key']}: {d['where']}, {d['count']:,} excused" for d in found]
@@ -257,8 +271,10 @@ def _sections(config: pytest.Config) -> list[tuple[str, list[str]]]:
     out += sorted(config.stash.get(_SECTION_KEY, {}).items())
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     skipped = account(reporter.stats.get("skipped", [])) if reporter is not None else []
-    if skipped:
-        out.append((SKIPS_TITLE, skipped))
+    recorded: list[str] = [*config.stash.get(_UNCOMPARED_KEY, [])]
+    uncompared = [f"golden profile: {line}" for line in dict.fromkeys(recorded)]
+    if skipped or uncompared:
+        out.append((SKIPS_TITLE, skipped + uncompared))
     return out
 
 
@@ -278,6 +294,14 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             summary=config.getoption("--fp8-report-format", "full") == "summary",
         )
         terminalreporter.write_line(f"fp8ref report: {written}")
+    found = defects(config) if config.getoption("--fp8-strict", False) and not hasattr(config, "workerinput") else []
+    if found:
+        terminalreporter.write_line(
+            f"fp8ref --fp8-strict: this run fails on {len(found)} known wrong answers of the install "
+            f"(the section '{DEFECTS_TITLE}' above), whatever the count of passed tests below says",
+            red=True,
+            bold=True,
+        )
 
 
 def write_run_report(
@@ -297,7 +321,8 @@ def write_run_report(
     out = ["## fp8ref: FP8 behaviour of this install", "", f"pytest exit status: {exitstatus}", ""]
     first = [s for s in sections if s[0] == DEFECTS_TITLE]  # the install's known wrong answers open it
     for title, lines in first:
-        out += [f"### {title}", "", "```text", *lines, "```", ""]
+        shown = lines if not summary or len(lines) <= 40 else [*lines[:40], f"... and {len(lines) - 40} more lines"]
+        out += [f"### {title}", "", "```text", *shown, "```", ""]
     sections = [s for s in sections if s[0] != DEFECTS_TITLE]
     for entry in golden:
         out += [f"### Golden profile ({entry['device']}): `{entry['golden']}`, {entry['status']}", ""]
@@ -318,7 +343,10 @@ def write_run_report(
     text = "\n".join(out)
     if summary and len(text) > upgrade_report.SUMMARY_LIMIT:
         cut = "\n\n(cut here to stay under a pull-request comment's size: the full report has the rest)\n"
-        text = text[: upgrade_report.SUMMARY_LIMIT - len(cut)] + cut
+        text = text[: upgrade_report.SUMMARY_LIMIT - len(cut) - 8].rsplit("\n", 1)[0]
+        if text.count("```") % 2:  # (an open code block closed, so the rest renders as text)
+            text += "\n```"
+        text += cut
     return str(write_text(path, text))
 
 

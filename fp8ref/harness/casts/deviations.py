@@ -30,6 +30,8 @@ __all__ = [
     "for_format",
     "MxScaleDeviation",
     "MX_SCALE_DEVIATIONS",
+    "MxElementDeviation",
+    "MX_ELEMENT_DEVIATIONS",
     "explain_mx_scales",
     "NativeOpDeviation",
     "NATIVE_OP_DEVIATIONS",
@@ -146,6 +148,33 @@ TORCHAO_RCEIL_F32_LOG2 = MxScaleDeviation(
 )
 
 MX_SCALE_DEVIATIONS: tuple[MxScaleDeviation, ...] = (TORCHAO_RCEIL_F32_LOG2,)
+
+
+@dataclasses.dataclass(frozen=True)
+class MxElementDeviation:
+    """A known deviation of the MX element cast under a given scale: the elements of the blocks
+    ``inputs`` marks (by their E8M0 scale code) get ``answer`` (values) instead of the definition's."""
+
+    key: str
+    what: str
+    seen: str
+    inputs: Callable[[torch.Tensor], torch.Tensor]  # E8M0 scale codes -> mask of blocks it concerns
+    answer: Callable[[torch.Tensor], torch.Tensor]  # the definition's element values -> theirs
+
+
+TORCHAO_MX_TINY_SCALE_CLAMPED = MxElementDeviation(
+    key="mx_tiny_scale_clamped_divisor",
+    what=(
+        "an MX block whose scale is 2^-127 (E8M0 code 0) has its elements divided by float32's smallest normal "
+        "2^-126 instead of 2^-127: each element is half what the stored scale implies (the definition: the "
+        "element is x / scale, rounded once)"
+    ),
+    seen="torchao 0.17.0 and 0.18.0 (to_mx, FLOOR) on the CPU with torch 2.9.1, 2.13.0 and 2.15.0",
+    inputs=lambda codes: codes == 0,
+    answer=lambda values: values / 2,
+)
+
+MX_ELEMENT_DEVIATIONS: tuple[MxElementDeviation, ...] = (TORCHAO_MX_TINY_SCALE_CLAMPED,)
 
 
 def explain_mx_scales(

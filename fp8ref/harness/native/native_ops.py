@@ -151,7 +151,7 @@ def _every_code_samples(op: Any, fmt: FloatFormat, device: str) -> list[Sample]:
     scalar path, taken below 64 elements on the CPU)."""
     from torch.testing._internal.opinfo.core import BinaryUfuncInfo, UnaryUfuncInfo
 
-    if not _is_elementwise(op):
+    if not _is_elementwise(op) or not _takes_ufunc_form(op, device):
         return []
     codes = torch.arange(256, device=device).to(torch.uint8)
     inputs: list[tuple[torch.Tensor, ...]]
@@ -167,6 +167,20 @@ def _every_code_samples(op: Any, fmt: FloatFormat, device: str) -> list[Sample]:
         ways = [_three_ways(c, fmt) for c in args]
         out.append(Sample({w: (ways[0][w], tuple(x[w] for x in ways[1:]), {}) for w in _WAYS}, list(args)))
     return out
+
+
+def _takes_ufunc_form(op: Any, device: str) -> bool:
+    """Whether ``op`` runs as ``op(x)`` (unary) or ``op(x, y)`` (binary) on float32 tensors: some
+    catalogued elementwise ops need more (``fill`` a value), and their every-code form is no call
+    of theirs."""
+    from torch.testing._internal.opinfo.core import UnaryUfuncInfo
+
+    args = [torch.ones(4, device=device)] * (1 if isinstance(op, UnaryUfuncInfo) else 2)
+    try:
+        op.op(*args)
+    except (TypeError, RuntimeError):  # (float32, the catalogue's own dtype: not this op's form)
+        return False
+    return True
 
 
 def _is_float8(t: torch.Tensor) -> bool:

@@ -114,9 +114,10 @@ def compare_with_golden(
         wrong = _wrong_device_on_disk(path, now)
         if wrong is not None:
             return "wrong device", [wrong, "not overwritten: re-pin into a file of this device kind"]
+        verb = "re-pinned" if path.exists() else "pinned"
         path.parent.mkdir(parents=True, exist_ok=True)
         save(now, path)
-        return "updated", [f"re-pinned {path} on {who(now)}; commit it and say why in the message"]
+        return "updated", [f"{verb} {path} on {who(now)}; commit it and say why in the message"]
     try:
         pinned = load(path)
     except ProfileError as exc:

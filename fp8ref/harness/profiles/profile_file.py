@@ -92,8 +92,11 @@ def load(path: str | Path) -> dict:
     bad = sorted(k for k, v in versions.items() if not isinstance(k, str) or not isinstance(v, (str, type(None))))
     if bad:
         raise ProfileError(f"{path}: versions {', '.join(map(str, bad))}: expected a version string or null")
-    if "device" in versions and not versions["device"]:
-        raise ProfileError(f"{path}: versions device: expected the device kind it was collected on, got nothing")
+    if not versions.get("device"):
+        raise ProfileError(
+            f"{path}: versions device: expected the device kind it was collected on ('cpu', 'cuda-sm90', ...), "
+            "got nothing"
+        )
     return data
 
 
@@ -107,7 +110,10 @@ _MISSING = "<absent>"
 
 
 def same_value(key: str, a: Any, b: Any) -> bool:
-    """Equal, or for a key under ``TOLERANCES`` two numbers within its relative tolerance."""
+    """Equal (of the same kind: ``false`` is not ``0``), or for a key under ``TOLERANCES`` two
+    numbers within its relative tolerance."""
+    if isinstance(a, bool) != isinstance(b, bool):
+        return False
     if a == b:
         return True
     tol = next((t for prefix, t in TOLERANCES.items() if key.startswith(prefix)), None)

@@ -33,7 +33,7 @@ STACK = ("torch", "torchao", "transformers", "accelerate", "safetensors", "ml_dt
 OWNERS: dict[str, tuple[str, str | None]] = {
     "torchao": (r"^(?:torchao|checkpoint\.torchao|grouped\.torchao)(?:\.|$)", "torchao"),
     "transformers": (r"^transformers(?:\.|$)", "transformers.fp8"),
-    "accelerate": (r"^transformers\.fp8\.from_pretrained\.", None),
+    "accelerate": (r"^transformers\.fp8\.from_pretrained(?:\.|$)", None),
     "safetensors": (r"\.safetensors$", None),
     # torch's op catalogue imports it: the native op survey's keys (not the Python-scalar ones)
     "expecttest": (r"^native(?:\.(?!scalar\.)|$)", "native"),

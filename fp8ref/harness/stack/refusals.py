@@ -99,13 +99,27 @@ DECLINING_WORDS = re.compile(
     r"|does not support|doesn't support|do not support|cannot support"
     r"|(?:is|are) only (?:supported|available|implemented)|only supports?\b|only available"
     r"|requires? (?:CUDA|a GPU|GPU|compute capability|sm_?\d|SM ?\d|\w+ (?:to be )?installed|triton|hardware)"
-    r"|is required|needs? (?:triton|CUDA|a GPU|GPU)\b"
+    r"|\w+ is required (?:for|to|by)\b|needs? (?:triton|CUDA|a GPU|GPU)\b"
     r"|Could not run '.*' with arguments from the '.*' backend"
     r"|no kernel (?:image|found|registered)"
-    r"|not available|not compiled with|not built with",
+    r"|(?:is|are|kernels?) not available|not compiled with|not built with",
     re.IGNORECASE,
 )
-_PYTHON_OPERAND_WORDS = re.compile(r"unsupported operand type", re.IGNORECASE)
+# CPython's own words for a mistake on the caller's line (a wrong call, a comparison of the wrong
+# types, a bad index): never the install's, though some hold declining words ("'<' not supported
+# between instances of ...", "a bytes-like object is required, not 'str'")
+_PYTHON_WORDS = re.compile(
+    r"unsupported operand type|between instances of|is required, not|unexpected keyword argument"
+    r"|positional argument|keyword-only argument|keyword argument repeated"
+    r"|object is not (?:callable|subscriptable|iterable)|received an invalid combination of arguments"
+    r"|unhashable type|has no len\(\)|values to unpack|index out of range|invalid literal for|could not convert"
+    r"|cannot be interpreted as an integer|must be (?:str|int|a string|a real number)|not all arguments converted",
+    re.IGNORECASE,
+)
+# torch.compile's own errors (a graph dynamo cannot trace, a backend that failed to compile):
+# never the install declining an input by their words (dynamo's "does not support" is a graph
+# break of the compiled check), only through a documented limit
+_COMPILER_ERRORS = ("Unsupported", "UserError", "BackendCompilerFailed", "InductorError", "LoweringException")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -266,14 +280,18 @@ def raised_by_install(exc: BaseException) -> str | None:
         return package
     if _is_raise_statement(filename, tb.tb_lineno):
         return None  # fp8ref's, or a caller's, own raise or assert
-    if isinstance(exc, ImportError):
-        return "native"  # the import system
+    if isinstance(exc, ImportError):  # the import system, for a module of the install only
+        return "native" if str(exc.name or "").split(".")[0] in INSTALL_PACKAGES else None
     if isinstance(exc, AttributeError):
         found = _MISSING_MODULE_ATTRIBUTE.match(str(exc))
         return "native" if found and found.group(1) in INSTALL_PACKAGES else None
-    if isinstance(exc, NATIVE_ERRORS) and not _PYTHON_OPERAND_WORDS.search(str(exc)):
+    if isinstance(exc, NATIVE_ERRORS) and not _PYTHON_WORDS.search(str(exc)):
         return "native"
     return None
+
+
+def _compiler_error(exc: BaseException) -> bool:
+    return any(cls.__name__ in _COMPILER_ERRORS for cls in type(exc).__mro__)
 
 
 def declined(exc: BaseException, package: str | None = None) -> str | None:
@@ -286,7 +304,7 @@ def declined(exc: BaseException, package: str | None = None) -> str | None:
         found = _MISSING_MODULE_ATTRIBUTE.match(str(exc))
         return "the install lacks the function or dtype" if found and found.group(1) in INSTALL_PACKAGES else None
     text = str(exc)
-    if DECLINING_WORDS.search(text) and not _PYTHON_OPERAND_WORDS.search(text):
+    if DECLINING_WORDS.search(text) and not _PYTHON_WORDS.search(text) and not _compiler_error(exc):
         return "the library's words for an input it does not handle"
     limit = next((lim for lim in DOCUMENTED_LIMITS if lim.matches(exc, package)), None)
     return limit.why if limit is not None else None
@@ -386,13 +404,14 @@ def attempt(fn: Callable[[], T], device: str | None = None) -> tuple[bool, T | s
 def observe(fn: Callable[[], T], device: str | None = None) -> tuple[bool, T | str]:
     """``attempt`` for the behaviour profile, which records what the install does rather than
     judging it: ``(False, 'refused: ...')`` for a refusal, ``(False, 'fails: Type: message')``
-    when the install fails on the input in other words (raised inside it, or by a native function:
-    a library's assertion, a ``torch._check`` on an input it supports), so the profile still holds
-    every other key and the golden comparison names this one. fp8ref's own errors and device faults
-    propagate, as from ``attempt``."""
+    when the install fails on the input in other words, raised inside one of its packages (a
+    library's assertion, a ``torch._check`` in torch's Python code, on an input it supports), so the
+    profile still holds every other key and the golden comparison names this one. Everything else
+    propagates, as from ``attempt``: fp8ref's own errors, device faults, and an error a native
+    function raised on fp8ref's line in other words (it cannot be told from fp8ref's own mistake)."""
     try:
         return attempt(fn, device)
     except Exception as exc:  # noqa: BLE001 - what attempt re-raised: the install's failures recorded
-        if DEVICE_FAULTS.search(str(exc)) or isinstance(exc, MemoryError) or raised_by_install(exc) is None:
+        if DEVICE_FAULTS.search(str(exc)) or isinstance(exc, MemoryError) or raised_by_install(exc) in (None, "native"):
             raise
         return False, f"fails: {describe(exc)}"

@@ -27,7 +27,9 @@ from fp8ref.harness.profiles.golden import compare_with_golden, install_label, n
 TEST = "tests/cpu/tools/test_golden_profile.py"
 
 
-def test_behaviour_profile_matches_the_cpu_golden(request, record_observation, record_golden, cpu_profile, golden):
+def test_behaviour_profile_matches_the_cpu_golden(
+    request, record_observation, record_golden, record_not_compared, cpu_profile, golden
+):
     # the keys of a package not usable on one side (torchao or transformers not installed, or not
     # importing here) are not compared: said here, and counted by the run's skips of their tests
     update = request.config.getoption("--fp8-update-golden")
@@ -42,7 +44,7 @@ def test_behaviour_profile_matches_the_cpu_golden(request, record_observation, r
         pytest.skip(lines[0])
     assert status not in ("unreadable", "wrong device"), "\n".join(lines)
     for line in not_compared_lines(golden.where, cpu_profile):
-        record_observation(f"golden profile (cpu), {line.split(' (', 1)[1].rstrip(')')}", line)
+        record_not_compared(line)
     if status == "named":
         named = named_differences(golden.where, cpu_profile)
         assert named is not None

@@ -13,7 +13,11 @@ from tests.gpu.test_golden_profile import HOW_TO_PIN as GPU_PIN
 
 
 def _p(torch_v, **behaviour):
-    return {"fp8ref_profile": 1, "versions": {"torch": torch_v, "torchao": "0.18.0"}, "behaviour": behaviour}
+    return {
+        "fp8ref_profile": 1,
+        "versions": {"torch": torch_v, "torchao": "0.18.0", "device": "cpu"},
+        "behaviour": behaviour,
+    }
 
 
 def test_format_diff_is_one_line_per_key():

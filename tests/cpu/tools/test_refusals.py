@@ -86,6 +86,11 @@ def test_the_install_saying_no_is_a_refusal(call, why):
         (lambda: 1 + "a", "Python's own 'unsupported operand type(s)' on the caller's line"),  # type: ignore[operator]
         (lambda: torch.ones(2) @ torch.ones(3), "a native shape check: the caller's mistake, not a missing kernel"),
         (lambda: torch._check(False, lambda: "Expected every group to be a multiple of 16"), "a torch._check"),
+        (lambda: None < 3, "Python's '<' not supported between instances, on the caller's line"),  # type: ignore[operator]
+        (lambda: __import__("io").BytesIO().write("abc"), "Python's 'a bytes-like object is required, not str'"),
+        (lambda: __import__("fp8ref.reference.no_such_module"), "an import typo in fp8ref's own package"),
+        (lambda: torch.full((2,), 1.0, dtypes=torch.float32), "a keyword typo in a call of torch"),  # type: ignore[call-overload]
+        (lambda: torch.ones(2).view(), "a wrong call of a torch method"),
         (_inside_torch("def f():\n    assert False, 'scales must be positive'\n"), "a library's assertion"),
     ],
 )

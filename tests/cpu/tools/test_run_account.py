@@ -33,6 +33,12 @@ REASONS = {
     ),
     "needs sm90+ (rowwise); this device: NVIDIA A100 (sm80)": "needs a GPU",
     "the catalogue has no torch._scaled_mm": "other",
+    "no golden profile for device kind 'cpu' (/x/cpu.json); pin this one alone": (
+        "golden not compared (none to compare with, or pinned by this run)"
+    ),
+    "pinned /x/cpu.json on torch 2.13.0, torchao 0.18.0; commit it and say why in the message": (
+        "golden not compared (none to compare with, or pinned by this run)"
+    ),
 }
 
 
@@ -53,6 +59,8 @@ def test_every_named_deviation_has_a_severity_and_a_consequence():
     for key in defects.every_deviation():
         severity, consequence = defects.severity_of(key)
         assert severity in defects.SEVERITIES and len(consequence) > 30, key
+    for key in defects.KNOWN_FAILURES:
+        assert defects.severity_of(key)[0] in defects.SEVERITIES, key
     with pytest.raises(KeyError, match="names no deviation"):
         defects.defect("no_such_deviation", "here", 1)
 
@@ -108,3 +116,8 @@ def test_a_summary_report_stays_under_a_pull_request_comment(tmp_path):
     assert len(text) < upgrade_report.SUMMARY_LIMIT and summaries.SKIPS_TITLE in text and "key 1:" not in text
     summaries.write_run_report(str(path), [], sections, 0)
     assert len(path.read_text()) > upgrade_report.SUMMARY_LIMIT  # (the full one keeps everything)
+    # a section that alone outgrows the limit is cut at a line, its code block closed
+    huge = [(summaries.DEFECTS_TITLE, ["[high] k: x"]), (summaries.SKIPS_TITLE, ["y" * 100] * 1_000)]
+    summaries.write_run_report(str(path), [], huge, 0, summary=True)
+    text = path.read_text()
+    assert len(text) < upgrade_report.SUMMARY_LIMIT and text.count("```") % 2 == 0 and "cut here" in text

@@ -127,6 +127,7 @@ def test_accept_writes_the_named_differences_that_the_golden_test_then_accepts(t
         install_label(now): {
             "why": "we clip gradients first",
             "differences": {"cast.e4m3fn.bf16.overflow": "nonsaturate"},
+            "reasons": {"cast.e4m3fn.bf16.overflow": "we clip gradients first"},
         }
     }
     assert compare_with_golden(mine, "cpu", now=now) == ("named", [])

@@ -56,6 +56,27 @@ def test_a_package_installed_on_one_side_only_is_named_and_not_a_difference(gold
     assert f"- {len(keys)} keys: transformers not installed in B" in md
 
 
+def test_accelerate_missing_on_one_side_leaves_out_from_pretrained_only(golden):
+    now = copy.deepcopy(golden)
+    now["behaviour"] = {k: v for k, v in now["behaviour"].items() if "from_pretrained" not in k}
+    now["behaviour"]["transformers.fp8.from_pretrained"] = "missing: accelerate"
+    now["versions"]["accelerate"] = None
+    assert diff(golden, now) == []
+    assert not_compared(golden, now) == {
+        "accelerate not installed in B": [
+            "transformers.fp8.from_pretrained",
+            "transformers.fp8.from_pretrained.float",
+            "transformers.fp8.from_pretrained.ue8m0",
+        ]
+    }
+
+
+def test_a_boolean_is_not_a_number(golden):
+    pinned, now = copy.deepcopy(golden), copy.deepcopy(golden)
+    pinned["behaviour"]["x.flag"], now["behaviour"]["x.flag"] = False, 0
+    assert diff(pinned, now) == [("x.flag", False, 0)]
+
+
 def test_a_failure_line_names_the_package_that_changed(golden):
     now = copy.deepcopy(golden)
     now["versions"]["transformers"] = "5.30.0"
@@ -112,6 +133,7 @@ def test_a_golden_of_another_device_kind_is_neither_compared_nor_overwritten(gol
         assert main([*argv, str(tmp_path / "stack.json"), str(tmp_path / "cpu.json")]) == 2
         err = capsys.readouterr().err
         assert "device kind 'cuda-sm90'" in err and "'cpu'" in err, err
+        assert ("--any-device" in err) == (argv == ["diff"])  # (accept has no such option: not suggested)
     assert not (tmp_path / "stack-installs.json").exists()
 
 
@@ -127,30 +149,33 @@ VALUES = {
 }
 
 
+# each value's kind, written out (not read from value_kind, the code under test)
+KINDS = {
+    "answer": "answer",
+    "another answer": "answer",
+    "refused": "refused",
+    "other refusal words": "refused",
+    "refused on every dtype": "refused",
+    "fails": "fails",
+    "absent": "absent",
+    "not installed": "not installed",
+}
+
+
 @pytest.mark.parametrize("old,new", list(itertools.permutations(VALUES, 2)))
 def test_the_severity_of_every_kind_of_change_follows_one_rule(old, new):
     row = KeyMeaning("x", "family", "m", "c", "numerics")
-    a, b = VALUES[old], VALUES[new]
-    if value_kind(a) != value_kind(b):
+    if KINDS[old] != KINDS[new]:
         want = "refusal"  # into or out of a refusal, a failure, an absence, a missing package
-    elif value_kind(a) == "answer":
+    elif KINDS[old] == "answer":
         want = "numerics"  # two answers: the row's severity
     else:
         want = "cosmetic"  # two messages of one kind
-    assert severity_of(row, a, b) == want, (a, b)
+    assert severity_of(row, VALUES[old], VALUES[new]) == want, (old, new)
 
 
 def test_the_kinds_of_value():
-    assert [value_kind(v) for v in VALUES.values()] == [
-        "answer",
-        "answer",
-        "refused",
-        "refused",
-        "refused",
-        "fails",
-        "absent",
-        "not installed",
-    ]
+    assert {name: value_kind(v) for name, v in VALUES.items()} == KINDS
     assert value_kind("e4m3fn=runs e5m2=refused") == value_kind("either+partial") == "answer"
 
 
@@ -163,6 +188,9 @@ def test_a_summary_report_fits_a_pull_request_comment_for_any_upgrade(golden):
     full, summary = upgrade_report.render_markdown(report), upgrade_report.render_summary(report)
     assert len(full) > upgrade_report.SUMMARY_LIMIT > len(summary)
     assert f"**{len(golden['behaviour'])} of" in summary and "more" in summary
+    # a tighter limit leaves whole families out, and says so, rather than outgrow it
+    tight = upgrade_report.render_summary(report, limit=10_000)
+    assert len(tight) < 10_000 and "more families left out to stay under 10,000 characters" in tight
 
 
 def test_a_text_is_written_once_per_family_table_and_deviations_are_explained(golden):
@@ -207,18 +235,21 @@ def test_accepted_ok_exits_0_when_every_difference_is_accepted(golden, tmp_path,
     assert main(["diff", mine, now, "--accepted-ok", "--format", "summary"]) == 0
 
 
-def test_re_accepting_with_another_reason_asks_before_replacing_it(golden, tmp_path, capsys, monkeypatch):
+def test_each_key_keeps_its_reason_and_replacing_one_asks(golden, tmp_path, capsys, monkeypatch):
     mine, now = _accept_setup(golden, tmp_path)
     assert main(["accept", mine, now, "--key", "cast.*", "--why", "first reason"]) == 0
-    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
-    assert main(["accept", mine, now, "--key", "finfo.*", "--why", "second reason"]) == 2
-    assert "first reason" in capsys.readouterr().err
-    named = json.loads((tmp_path / "stack-installs.json").read_text())
-    (entry,) = named.values()
-    assert entry == {"why": "first reason", "differences": {"cast.e4m3fn.bf16.overflow": "nonsaturate"}}
-    assert main(["accept", mine, now, "--key", "finfo.*", "--why", "second reason", "--replace"]) == 0
+    assert main(["accept", mine, now, "--key", "finfo.*", "--why", "second reason"]) == 0  # (other keys)
     (entry,) = json.loads((tmp_path / "stack-installs.json").read_text()).values()
-    assert entry["why"] == "second reason" and len(entry["differences"]) == 2
+    assert entry["reasons"] == {"cast.e4m3fn.bf16.overflow": "first reason", "finfo.e4m3fn.max": "second reason"}
+    assert entry["why"] == "first reason | second reason" and len(entry["differences"]) == 2
+    monkeypatch.setattr("sys.stdin.isatty", lambda: False)
+    assert main(["accept", mine, now, "--key", "cast.*", "--why", "third reason"]) == 2
+    assert "first reason" in capsys.readouterr().err
+    (unchanged,) = json.loads((tmp_path / "stack-installs.json").read_text()).values()
+    assert unchanged == entry
+    assert main(["accept", mine, now, "--key", "cast.*", "--why", "third reason", "--replace"]) == 0
+    (entry,) = json.loads((tmp_path / "stack-installs.json").read_text()).values()
+    assert entry["reasons"]["cast.e4m3fn.bf16.overflow"] == "third reason"
 
 
 @pytest.mark.parametrize(
@@ -228,6 +259,7 @@ def test_re_accepting_with_another_reason_asks_before_replacing_it(golden, tmp_p
         ({"torch": 2.13}, "versions"),
         ({"torch": "2.13.0", "torchao": ["0.18.0"]}, "versions torchao"),
         ({"torch": "2.13.0", "device": ""}, "versions device"),
+        ({"torch": "2.13.0"}, "versions device"),
     ],
 )
 def test_a_hand_edited_profile_is_a_usage_error_in_every_command(golden, tmp_path, capsys, versions, words):
