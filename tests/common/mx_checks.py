@@ -97,19 +97,9 @@ def check_mx_mode(to_mx: ToMx, fmt: FloatFormat, mode: str, block_size: int) -> 
     if scale.numel() != want_scale.numel():
         return MxModeResult(f"{where}: {scale.numel()} scales, the definition {want_scale.numel()}", None, {})
     scale = scale.reshape(want_scale.shape)
-    block_amax = amax(x, g)
-    bad = scale != want_scale
-    excused, counts = explain_mx_scales(mode, fmt, block_amax, scale, bad)
-    bad &= ~excused
-    if bool(bad.any()):
-        i = int(bad.reshape(-1).nonzero()[0])
-        a = float(block_amax.reshape(-1)[i])
-        return MxModeResult(
-            f"{where}: amax {a!r} ({a.hex()}) gets scale 0x{int(scale.reshape(-1)[i]):02x}, the definition "
-            f"0x{int(want_scale.reshape(-1)[i]):02x} ({int(bad.sum())} of {scale.numel()} blocks differ)",
-            None,
-            counts,
-        )
+    problem, counts = scale_problem(where, mode, fmt, amax(x, g), scale, want_scale)
+    if problem is not None:
+        return MxModeResult(problem, None, counts)
     # the elements, under the scale each block was given (the definition's, or an excused one)
     scale_inv = decode(scale, E8M0FNU).to(torch.float32)
     want_data = as_held(quantize_with_scale(x, 1.0 / scale_inv, fmt, g).codes, fmt)
@@ -123,6 +113,26 @@ def check_mx_mode(to_mx: ToMx, fmt: FloatFormat, mode: str, block_size: int) -> 
             counts,
         )
     return MxModeResult(None, None, counts)
+
+
+def scale_problem(
+    where: str, mode: str, fmt: FloatFormat, block_amax: torch.Tensor, theirs: torch.Tensor, ours: torch.Tensor
+) -> tuple[str | None, dict[str, int]]:
+    """E8M0 block scales ``theirs`` against the definition's ``ours`` (same shape): a line naming
+    the first block that differs, after the blocks a named MX scale deviation explains
+    (``explain_mx_scales``) are excused, or None; and the excused blocks per deviation."""
+    bad = theirs != ours
+    excused, counts = explain_mx_scales(mode, fmt, block_amax, theirs, bad)
+    bad &= ~excused
+    if not bool(bad.any()):
+        return None, counts
+    i = int(bad.reshape(-1).nonzero()[0])
+    a = float(block_amax.reshape(-1)[i])
+    return (
+        f"{where}: amax {a!r} ({a.hex()}) gets scale 0x{int(theirs.reshape(-1)[i]):02x}, the definition "
+        f"0x{int(ours.reshape(-1)[i]):02x} ({int(bad.sum())} of {bad.numel()} blocks differ)",
+        counts,
+    )
 
 
 def mode_refusal(to_mx: ToMx, fmt: FloatFormat, mode: str, block_size: int) -> str | None:

@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 import torch
 
-from fp8ref.harness.casts.deviations import explain_mx_scales, explain_pow2_scales
+from fp8ref.harness.casts.deviations import explain_pow2_scales
 from fp8ref.reference.formats import E4M3FN, FloatFormat
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import amax, compute_scale, mx, round_down_to_pow2, tensorwise
+from tests.common.mx_checks import scale_problem
 
 Checked = tuple[str | None, dict[str, int]]
 ToMx = Callable[[torch.Tensor, FloatFormat, int, str], tuple[torch.Tensor, torch.Tensor]]
@@ -83,21 +84,7 @@ def check_mx_boundary_scales(to_mx: ToMx, dtype: torch.dtype, mode: str) -> Chec
     x = mx_boundary_blocks(dtype, mode)
     theirs = to_mx(x, E4M3FN, 32, mode)[0]
     ours = quantize(x, E4M3FN, mx(32, mode)).scale_e8m0
-    theirs = theirs.reshape(ours.shape)
-    block_amax = amax(x, mx(32, mode))
-    bad = theirs != ours
-    excused, counts = explain_mx_scales(mode, E4M3FN, block_amax, theirs, bad)
-    bad &= ~excused
-    if bool(bad.any()):
-        i = int(bad.reshape(-1).nonzero()[0])
-        a = float(block_amax.reshape(-1)[i])
-        got, want = int(theirs.reshape(-1)[i]), int(ours.reshape(-1)[i])
-        return (
-            f"mx {mode} {dtype}: amax {a!r} ({a.hex()}) gets scale 0x{got:02x}, the definition 0x{want:02x} "
-            f"({int(bad.sum())} of {bad.numel()} blocks differ)",
-            counts,
-        )
-    return None, counts
+    return scale_problem(f"mx {mode} {dtype}", mode, E4M3FN, amax(x, mx(32, mode)), theirs.reshape(ours.shape), ours)
 
 
 def excused_words(counts: dict[str, int], of: int) -> str:

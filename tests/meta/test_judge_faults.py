@@ -16,7 +16,6 @@ import copy
 import inspect
 import textwrap
 from collections.abc import Callable
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -29,11 +28,8 @@ from fp8ref.harness.profiles.profile_file import load
 from fp8ref.harness.stack.refusals import is_refusal
 from fp8ref.reference.formats import E4M3FN
 from tests.common import grouped_checks, mx_checks
+from tests.common.inside_install import inside
 from tests.common.paths import GOLDEN
-
-
-class Outcome(Exception):
-    """What a test function did: skipped (with its reason) or raised."""
 
 
 def _outcome(test: Callable[..., None], *args: Any) -> str:
@@ -64,15 +60,6 @@ def _mutated(module: ModuleType, name: str, old: str, new: str) -> Callable[...,
     code = compile("\n" * (first_line - 1) + source.replace(old, new), inspect.getfile(module), "exec")
     exec(code, namespace)  # noqa: S102 - the check's own source, with one typo
     return namespace[name]
-
-
-def _inside(package: str, source: str) -> Callable[..., Any]:
-    """A function whose code sits in ``package``'s folder, as that library's code does: what it
-    raises is raised inside the install."""
-    root = Path(str(__import__(package).__file__)).parent
-    namespace: dict = {"torch": torch}
-    exec(compile(source, str(root / "_fp8ref_stand_in.py"), "exec"), namespace)  # noqa: S102
-    return namespace["f"]
 
 
 # --- a typo in a check ---------------------------------------------------------------------------
@@ -174,7 +161,7 @@ def test_a_typo_in_a_checkpoint_way_fails(monkeypatch):
 
 # --- a library's assertion on an input it supports -------------------------------------------------
 def test_a_library_assertion_on_a_supported_input_fails():
-    asserts = _inside(
+    asserts = inside(
         "torch",
         "def f(a, b, offs):\n"
         "    assert bool((offs[1:] >= offs[:-1]).all()) and offs.numel() < 3, 'offsets look unsorted'\n"
@@ -189,7 +176,7 @@ def test_a_library_assertion_on_a_supported_input_fails():
 def test_a_torchao_assertion_on_a_supported_block_size_fails():
     from fp8ref.harness.ao import torchao_compat as ao
 
-    asserting_to_mx = _inside(
+    asserting_to_mx = inside(
         "torchao",
         "def f(x, fmt, block_size, mode, to_mx=None):\n"
         "    assert mode != 'rceil', 'scale computation drifted'\n"

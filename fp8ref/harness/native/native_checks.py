@@ -28,7 +28,7 @@ from ...reference.codec import decode
 from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
 from ..casts.deviations import NATIVE_OP_DEVIATIONS
-from ..stack.refusals import op_declines
+from ..stack.refusals import first_words, survey
 from .native_op_kinds import KIND, SAMPLE_KIND
 from .native_ops import Sample, catalogue, quiet, samples
 
@@ -174,24 +174,18 @@ def _converts_mask(sample: Sample, got: torch.Tensor) -> torch.Tensor | None:
 def check_sample(name: str, op: Any, kind: str, fmt: FloatFormat, sample: Sample, index: int, check: OpCheck) -> None:
     """One sample of ``op`` held to its kind's check; problems and observations go to ``check``."""
     where = f"{name} on {fmt.name}, sample {index}"
-    try:
-        got = sample.call(op.op)
-    except Exception as exc:  # noqa: BLE001 - runs on its first sample (outcome) but not on this one: a finding
-        if not op_declines(exc):
-            raise
-        check.observed[f"{where}: refused"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+    ok, got = survey(functools.partial(sample.call, op.op))
+    if not ok:  # (runs on its first sample, outcome, but not on this one: a finding)
+        check.observed[f"{where}: refused"] = first_words(got, 160)
         return
     kind = SAMPLE_KIND.get(name, lambda s, k: k)(sample, kind)
     if kind == "unchecked":  # (this sample makes the op a reduction: see native_op_kinds.SAMPLE_KIND)
         check.observed[f"{where}: unchecked"] = "a reduction on this sample"
         return
     way = "uint8" if kind == "movement" else "float64"
-    try:
-        ref = sample.call_uint8(op.op) if way == "uint8" else sample.call_float64(op.op)
-    except Exception as exc:  # noqa: BLE001 - the reference way cannot run this op: say so
-        if not op_declines(exc):
-            raise
-        check.problems.append(f"{where}: the {way} way refused it ({type(exc).__name__}: {exc}); no reference")
+    ok, ref = survey(functools.partial(sample.call_uint8 if way == "uint8" else sample.call_float64, op.op))
+    if not ok:  # (the reference way cannot run this op: say so)
+        check.problems.append(f"{where}: the {way} way refused it ({type(ref).__name__}: {ref}); no reference")
         return
     got_leaves, ref_leaves = _leaves(got), _leaves(ref)
     if len(got_leaves) != len(ref_leaves):
@@ -302,16 +296,14 @@ def check_written(
         values = _written_values(fmt)
         for v in values:
             want = _to_codes(v, dtype, device)
-            try:
-                got = write(v).cpu().view(torch.uint8)
-            except Exception as exc:  # noqa: BLE001 - torch refusing this path, or this value
-                if not op_declines(exc):
-                    raise
+            ok, got = survey(functools.partial(write, v))
+            if not ok:  # (torch refusing this path, or this value)
                 refused.append(repr(v))
                 # (torch's namespace in the words, c10:: or at::, varies between builds)
-                words = re.sub(r"\b(?:c10|at)::", "", (str(exc).splitlines() or [""])[0])[:120]
-                why = why or f"{type(exc).__name__}: {words}"
+                words = re.sub(r"\b(?:c10|at)::", "", (str(got).splitlines() or [""])[0])[:120]
+                why = why or f"{type(got).__name__}: {words}"
                 continue
+            got = got.cpu().view(torch.uint8)
             if want is None:  # .to itself refuses the value: whatever the path does is its own answer
                 continue
             nan = math.isnan(v) and fmt.has_nan and bool(torch.isnan(decode(got, fmt)).all())
@@ -327,9 +319,7 @@ def check_written(
 
 
 def _to_codes(v: float, dtype: torch.dtype, device: str) -> torch.Tensor | None:
-    try:
-        return torch.tensor([v] * 4, dtype=torch.float64, device=device).to(dtype).cpu().view(torch.uint8)
-    except Exception as exc:  # noqa: BLE001 - the cast refuses it
-        if not op_declines(exc):
-            raise
-        return None
+    ok, codes = survey(
+        lambda: torch.tensor([v] * 4, dtype=torch.float64, device=device).to(dtype).cpu().view(torch.uint8)
+    )
+    return codes if ok else None  # (None: the cast refuses it)

@@ -31,7 +31,7 @@ import torch
 from ...reference.codec import decode
 from ...reference.formats import FloatFormat
 from ..stack import probes
-from ..stack.refusals import op_declines
+from ..stack.refusals import survey
 
 __all__ = [
     "SAMPLES",
@@ -299,32 +299,17 @@ def _sample(s: Any, fmt: FloatFormat, shift: int, wide: bool = True) -> Sample |
 def outcome(op: Any, fmt: FloatFormat, device: str = "cpu", made: list | None = None) -> str:
     """``runs``, ``refused``, ``partial`` or ``n/a`` (module docstring) for ``op`` on ``fmt``
     (``made``: its float32 samples, made once for every format)."""
-    ok, converted = surveyed(lambda: samples(op, fmt, device, made=made, wide=False), device)
+    ok, converted = survey(lambda: samples(op, fmt, device, made=made, wide=False), device)
     if not ok or not converted:
         return "n/a"
     assert isinstance(converted, list)
     ran = 0
     for sample in converted:
-        ok, _ = surveyed(functools.partial(sample.call, op.op), device)
+        ok, _ = survey(functools.partial(sample.call, op.op), device)
         if not ok:
             return "partial" if ran else "refused"
         ran += 1
     return "runs"
-
-
-def surveyed(fn: Callable[[], Any], device: str = "cpu") -> tuple[bool, Any]:
-    """``(True, fn())``, or ``(False, exc)`` when torch declines a float8 sample of its own
-    catalogued op (``refusals.op_declines``); anything else (fp8ref's own error, a device fault,
-    which a CUDA ``device`` is synchronized for) propagates."""
-    try:
-        out = fn()
-        if str(device).startswith("cuda"):
-            torch.cuda.synchronize(device)
-        return True, out
-    except Exception as exc:  # noqa: BLE001 - classified by the one rule; the rest re-raised
-        if not op_declines(exc):
-            raise
-        return False, exc
 
 
 def matrix_word(row: dict[str, str]) -> str:
@@ -363,6 +348,6 @@ def _support_matrix(device: str) -> dict[str, dict[str, str]]:
     formats = probes.float8_formats()
     out = {}
     for name, op in catalogue().items():
-        ok, made = surveyed(functools.partial(_float32_samples, op, device, SAMPLES), device)
+        ok, made = survey(functools.partial(_float32_samples, op, device, SAMPLES), device)
         out[name] = {f.name: outcome(op, f, device, made) if ok and isinstance(made, list) else "n/a" for f in formats}
     return out

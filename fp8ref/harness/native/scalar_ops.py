@@ -24,6 +24,7 @@ is one named line; an answer that is neither fails, naming the codes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 from collections.abc import Callable
@@ -34,7 +35,7 @@ import torch
 from ...reference.codec import decode
 from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
-from ..stack.refusals import op_declines
+from ..stack.refusals import first_words, survey
 
 __all__ = ["SCALARS", "SCALAR_OPS", "ScalarCheck", "check_scalar_op", "word"]
 
@@ -107,13 +108,8 @@ class ScalarCheck:
 def _rounded_scalar(s: float | int | bool, dtype: torch.dtype, fmt: FloatFormat) -> float | None:
     """``s`` written into ``dtype`` as ``.to`` writes it from float64, as a Python float; None when
     ``.to`` refuses it."""
-    try:
-        code = torch.tensor([float(s)], dtype=torch.float64).to(dtype).view(torch.uint8)
-    except Exception as exc:  # noqa: BLE001 - the cast refuses the value: no rounded semantics for it
-        if not op_declines(exc):
-            raise
-        return None
-    return float(decode(code, fmt)[0])
+    ok, code = survey(lambda: torch.tensor([float(s)], dtype=torch.float64).to(dtype).view(torch.uint8))
+    return float(decode(code, fmt)[0]) if ok else None  # (None: the cast refuses the value)
 
 
 def _same(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:
@@ -159,12 +155,9 @@ def check_scalar_op(
     check = ScalarCheck(name, fmt.name)
     for label in POW_SCALARS if name == "pow" else SCALARS:
         s = SCALARS[label]
-        try:
-            got = op(codes.to(device).view(dtype), s)
-        except Exception as exc:  # noqa: BLE001 - torch refusing the op, or this scalar
-            if not op_declines(exc):
-                raise
-            check.refused[label] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}"
+        ran, got = survey(functools.partial(op, codes.to(device).view(dtype), s))
+        if not ran:  # (torch refusing the op, or this scalar)
+            check.refused[label] = first_words(got, 120)
             continue
         want_dtype = dtype if name.endswith("_") else torch.result_type(codes.view(dtype), s)
         want_dtype = torch.bool if name in ("eq", "ne", "lt", "le", "gt", "ge") else want_dtype

@@ -20,7 +20,7 @@ import torch
 from ...reference.codec import decode
 from ...reference.formats import FloatFormat
 from ..stack.probes import float8_formats
-from ..stack.refusals import op_declines
+from ..stack.refusals import first_words, survey
 
 __all__ = ["OTHERS", "SCALARS", "promotion", "scalar_results", "mixed_add", "signatures", "collect"]
 
@@ -50,12 +50,9 @@ def _name(dtype: torch.dtype) -> str:
 
 
 def _answer(fn: Callable[[], object]) -> str:
-    try:
-        out = fn()
-    except Exception as exc:  # noqa: BLE001 - torch refusing is the answer
-        if not op_declines(exc):
-            raise
-        return f"refused: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}"
+    ok, out = survey(fn)
+    if not ok:  # (torch refusing is the answer)
+        return f"refused: {first_words(out, 120)}"
     return _name(out) if isinstance(out, torch.dtype) else str(out)
 
 
@@ -106,17 +103,11 @@ def mixed_add(
     a = codes.view(dtype)
     b = torch.ones(256, device=device).to(other) if other != torch.bool else torch.ones(256, dtype=torch.bool)
     b = b.to(device)
-    try:
-        got = add(a, b)
-    except Exception as exc:  # noqa: BLE001 - torch refusing is the answer
-        if not op_declines(exc):
-            raise
-        return f"refused: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}"
-    try:
-        want_dtype = torch.promote_types(dtype, other)
-    except Exception as exc:  # noqa: BLE001 - the table refuses what the op just did
-        if not op_declines(exc):
-            raise
+    ok, got = survey(lambda: add(a, b))
+    if not ok:  # (torch refusing is the answer)
+        return f"refused: {first_words(got, 120)}"
+    ok, want_dtype = survey(lambda: torch.promote_types(dtype, other))
+    if not ok:
         return f"gives {_name(got.dtype)}, where the promotion table refuses the pair"
     if got.dtype != want_dtype:
         return f"gives {_name(got.dtype)}, the promotion table says {_name(want_dtype)}"

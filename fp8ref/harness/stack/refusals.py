@@ -51,7 +51,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 __all__ = [
     "INSTALL_PACKAGES",
@@ -65,6 +65,7 @@ __all__ = [
     "refusal",
     "is_refusal",
     "op_declines",
+    "survey",
     "import_refusal",
     "normalize",
     "describe",
@@ -331,6 +332,29 @@ def op_declines(exc: BaseException) -> bool:
     if not isinstance(exc, Exception) or isinstance(exc, MemoryError) or DEVICE_FAULTS.search(str(exc)):
         return False
     return raised_by_install(exc) is not None or is_refusal(exc)
+
+
+def survey(fn: Callable[[], Any], device: str | None = None) -> tuple[bool, Any]:
+    """``(True, fn())``, or ``(False, exc)`` when torch declines a float8 input of its own op
+    (``op_declines``); anything else (fp8ref's own error, a wrong call, a device fault, which a
+    CUDA ``device`` is synchronized for) propagates."""
+    try:
+        out = fn()
+        if device is not None and str(device).startswith("cuda"):
+            import torch
+
+            torch.cuda.synchronize(device)
+        return True, out
+    except Exception as exc:  # noqa: BLE001 - classified by the one rule; the rest re-raised
+        if not op_declines(exc):
+            raise
+        return False, exc
+
+
+def first_words(exc: BaseException, limit: int) -> str:
+    """``Type: first line of the message`` cut at ``limit`` characters, as the native op
+    surveys record a refusal."""
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:limit]}"
 
 
 def import_refusal(module: str, names: tuple[str, ...] = ()) -> str | None:

@@ -6,7 +6,6 @@ classification under test is the real one."""
 
 import dataclasses
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import torch
@@ -28,6 +27,7 @@ from fp8ref.harness.stack.refusals import (
 from fp8ref.reference import codec
 from fp8ref.reference.formats import get_format
 from fp8ref.reference.recipes import TORCHAO_RECIPES
+from tests.common.inside_install import inside
 
 
 def _raised(fn: Callable[[], object]) -> BaseException:
@@ -48,14 +48,6 @@ def _own_raise():
     raise RuntimeError("operation not supported (raised by a raise statement outside the install)")
 
 
-def _inside_torch(source: str) -> Callable[[], object]:
-    """A function whose code sits in torch's own folder (as torch's Python code does), so what it
-    raises is raised inside the install: a stand-in for a check torch or a library makes."""
-    namespace: dict = {}
-    exec(compile(source, str(Path(torch.__file__).parent / "_fp8ref_stand_in.py"), "exec"), namespace)  # noqa: S102
-    return namespace["f"]
-
-
 @pytest.mark.parametrize(
     "call,why",
     [
@@ -64,7 +56,10 @@ def _inside_torch(source: str) -> Callable[[], object]:
         (lambda: torch._check_not_implemented(False, lambda: "no float8 kernel"), "torch's NotImplementedError"),
         (lambda: torch.float8_e9m9, "a dtype this torch lacks"),  # type: ignore[attr-defined]  # on purpose
         (lambda: __import__("torch.no_such_module"), "a module this install lacks"),
-        (_inside_torch("def f():\n    assert False, 'axiswise scaling is not supported yet'\n"), "a declining assert"),
+        (
+            inside("torch", "def f():\n    assert False, 'axiswise scaling is not supported yet'\n"),
+            "a declining assert",
+        ),
     ],
 )
 def test_the_install_saying_no_is_a_refusal(call, why):
@@ -91,7 +86,7 @@ def test_the_install_saying_no_is_a_refusal(call, why):
         (lambda: __import__("fp8ref.reference.no_such_module"), "an import typo in fp8ref's own package"),
         (lambda: torch.full((2,), 1.0, dtypes=torch.float32), "a keyword typo in a call of torch"),  # type: ignore[call-overload]
         (lambda: torch.ones(2).view(), "a wrong call of a torch method"),
-        (_inside_torch("def f():\n    assert False, 'scales must be positive'\n"), "a library's assertion"),
+        (inside("torch", "def f():\n    assert False, 'scales must be positive'\n"), "a library's assertion"),
     ],
 )
 def test_everything_else_is_a_failure(call, why):
@@ -105,7 +100,7 @@ def test_everything_else_is_a_failure(call, why):
 def test_where_it_was_raised():
     # (each call on a line of its own: a native call on a raise or assert line counts as the caller's)
     float8_sum = _raised(lambda: torch.zeros(2, dtype=torch.float8_e4m3fn).sum())
-    in_torch = _raised(_inside_torch("def f():\n    raise ValueError('x')\n"))
+    in_torch = _raised(inside("torch", "def f():\n    raise ValueError('x')\n"))
     typo = _raised(lambda: torch.ones(2).detatch())
     assert raised_by_install(float8_sum) == "native"
     assert raised_by_install(in_torch) == "torch"
@@ -128,9 +123,9 @@ def test_a_documented_limit_counts_only_for_its_package_and_words():
 
 def test_a_survey_of_torchs_own_ops_takes_what_torch_raises_but_not_fp8refs_errors():
     shapes = _raised(lambda: torch.ones(2) @ torch.ones(3))
-    asserted = _raised(_inside_torch("def f():\n    assert False, 'anything'\n"))
+    asserted = _raised(inside("torch", "def f():\n    assert False, 'anything'\n"))
     typo = _raised(lambda: torch.ones(2).detatch())
-    fault = _raised(_inside_torch("def f():\n    raise RuntimeError('CUDA error: misaligned address')\n"))
+    fault = _raised(inside("torch", "def f():\n    raise RuntimeError('CUDA error: misaligned address')\n"))
     assert op_declines(shapes) and op_declines(asserted)  # torch declining a float8 sample of its own op
     assert not op_declines(_raised(_own_raise))
     assert not op_declines(typo)
