@@ -111,12 +111,12 @@ def test_a_refusal_shaped_error_inside_a_check_fails_it(monkeypatch):
 def test_a_wrong_call_in_a_profile_probe_fails_the_profile(monkeypatch):
     """Python's own TypeError on fp8ref's line ("takes exactly one argument") is fp8ref's mistake,
     never recorded as the install's failure or refusal."""
-    from fp8ref.harness.profiles import profile
+    from fp8ref.harness.casts import profile_keys
 
     old, new = '"|".join(r.nan_codes)', '"|".join(r.nan_codes, "|")'
-    monkeypatch.setattr(profile, "_probe_casts", _mutated(profile, "_probe_casts", old, new))
+    monkeypatch.setattr(profile_keys, "cast_keys", _mutated(profile_keys, "cast_keys", old, new))
     with pytest.raises(TypeError, match="join"):
-        profile._probe_casts("cpu")
+        profile_keys.cast_keys("cpu")
 
 
 def test_a_keyword_typo_in_a_survey_of_torchs_ops_fails_it(monkeypatch):
@@ -144,11 +144,12 @@ def test_a_typo_in_the_transformers_loader_check_fails(monkeypatch):
 
 
 def test_a_typo_in_a_profile_probe_fails_the_profile(monkeypatch):
-    from fp8ref.harness.profiles import profile
+    from fp8ref.harness.casts import profile_keys
 
-    monkeypatch.setattr(profile, "_probe_casts", _mutated(profile, "_probe_casts", "r.overflow_mode", "r.overflowmode"))
+    old, new = "r.overflow_mode", "r.overflowmode"
+    monkeypatch.setattr(profile_keys, "cast_keys", _mutated(profile_keys, "cast_keys", old, new))
     with pytest.raises(AttributeError, match="overflowmode"):
-        profile._probe_casts("cpu")
+        profile_keys.cast_keys("cpu")
 
 
 def test_a_typo_in_a_checkpoint_way_fails(monkeypatch):

@@ -61,7 +61,7 @@ def build(a: dict, b: dict, *, a_name: str = "A", b_name: str = "B", accepted: t
     direction of a change of state and the deviations its values name; ``accepted``: the named
     differences (key -> value, why) of ``golden.named_differences``, whose changes the report marks
     as accepted (the reason once, in ``accepted_why``) when ``b`` gives exactly that value. A key
-    no row of ``key_meanings`` explains is reported as ``unexplained`` (severity numerics: it
+    no family's row explains (``key_meanings.meaning_of``) is reported as ``unexplained`` (severity numerics: it
     cannot be told harmless), never dropped."""
     for name, p in (("a", a), ("b", b)):
         if not isinstance(p, dict) or not isinstance(p.get("behaviour"), dict):
@@ -72,8 +72,8 @@ def build(a: dict, b: dict, *, a_name: str = "A", b_name: str = "B", accepted: t
         found = meaning_of(key)
         if found is None:
             family, severity = _UNEXPLAINED, "numerics"
-            meaning = "no meaning is written for this key (fp8ref/harness/profiles/key_meanings.py)"
-            consequence = "unknown: read the probe that writes it (fp8ref/harness/profiles/profile.py)"
+            meaning = "no meaning is written for this key (its family's fp8ref/harness/<room>/meanings.py)"
+            consequence = "unknown: read the probe that writes it (fp8ref/harness/<room>/profile_keys.py)"
         else:
             row, parts = found
             family, severity = row.family, severity_of(row, old, new)

@@ -1,5 +1,6 @@
-"""Every key a behaviour profile holds has a written meaning, consequence and severity
-(fp8ref/harness/profiles/key_meanings.py): the golden's keys, the keys the installs CI runs are known to
+"""Every key a behaviour profile holds has a written meaning, consequence and severity in its
+family's room (fp8ref/harness/<room>/meanings.py, the families registered in
+fp8ref/harness/profiles/families.py): the golden's keys, the keys the installs CI runs are known to
 differ in, and every key this install's profile holds. A new probe's key without a row fails
 here, naming it."""
 
@@ -9,7 +10,8 @@ from collections.abc import Iterable
 
 import pytest
 
-from fp8ref.harness.profiles.key_meanings import MEANINGS, SEVERITIES, KeyMeaning, describe, meaning_of, severity_of
+from fp8ref.harness.profiles import families
+from fp8ref.harness.profiles.key_meanings import SEVERITIES, KeyMeaning, all_meanings, describe, meaning_of, severity_of
 from tests.common.paths import GOLDEN
 
 
@@ -24,7 +26,7 @@ def _unexplained(keys: Iterable[str]) -> list[str]:
     return sorted(k for k in keys if meaning_of(k) is None)
 
 
-TABLE = "fp8ref/harness/profiles/key_meanings.py"
+TABLE = "the owning family's fp8ref/harness/<room>/meanings.py"
 
 
 def test_every_key_of_the_golden_and_of_the_named_installs_has_a_meaning():
@@ -77,8 +79,9 @@ def test_severity_follows_refusals_before_the_rows_own():
 
 
 def test_rows_are_well_formed():
-    assert len({r.pattern for r in MEANINGS}) == len(MEANINGS), "a pattern is written twice"
-    for row in MEANINGS:
+    rows = all_meanings()
+    assert len({r.pattern for r in rows}) == len(rows), "a pattern is written twice"
+    for row in rows:
         assert row.severity in SEVERITIES and row.family and row.meaning and row.consequence, row
     with pytest.raises(ValueError, match="severity"):
         KeyMeaning("x.*", "f", "m", "c", "harmless")
@@ -86,3 +89,30 @@ def test_rows_are_well_formed():
         _ = KeyMeaning("x.**.y", "f", "m", "c", "cosmetic").regex
     with pytest.raises(TypeError, match="key"):
         meaning_of(3)
+
+
+def _namespace(pattern: str) -> str:
+    """The literal dotted prefix of a row's pattern, before its first ``*``."""
+    return pattern.split("*", 1)[0].rstrip(".")
+
+
+def test_each_familys_rows_lie_inside_the_namespaces_it_owns():
+    """A row of one family can never explain another family's key: its pattern's literal prefix
+    is owned by its own family (the longest owned namespace wins, as for keys)."""
+    strays = [
+        (family.name, row.pattern)
+        for family in families.FAMILIES
+        for row in family.meanings().MEANINGS
+        if families.owner_of(_namespace(row.pattern)) != family
+    ]
+    assert not strays, f"rows outside their family's namespaces: {strays}"
+
+
+def test_namespaces_are_owned_once():
+    owned = [ns for family in families.FAMILIES for ns in family.meanings().OWNS]
+    assert len(owned) == len(set(owned)), sorted(owned)
+
+
+def test_a_key_no_family_owns_has_no_meaning():
+    assert families.owner_of("a_new_family.x") is None
+    assert meaning_of("a_new_family.x") is None

@@ -10,7 +10,9 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from fp8ref.harness.profiles import profile
+from fp8ref.harness.ao import profile_keys as ao_keys
+from fp8ref.harness.casts import profile_keys as cast_keys
+from fp8ref.harness.gemm import profile_keys as gemm_keys
 from fp8ref.harness.stack import probes
 from fp8ref.harness.stack.refusals import (
     DOCUMENTED_LIMITS,
@@ -196,7 +198,7 @@ def fresh_install_answers():
 
 def test_a_refused_scaled_mm_is_recorded_and_the_profile_goes_on(monkeypatch, fresh_install_answers):
     monkeypatch.setattr(torch, "_scaled_mm", _native_refusal)
-    got = profile._probe_scaled_mm("cpu")
+    got = gemm_keys.scaled_mm_keys("cpu")
     # every scaling answers refused; the accumulator and scale_result probes need a working
     # tensorwise call, so they are left out rather than recorded as refusals of their own
     assert set(got) == {f"scaled_mm.{s}.{t}" for s in probes.SCALED_MM_SCALINGS for t in ("bf16", "f32")} | {
@@ -204,7 +206,7 @@ def test_a_refused_scaled_mm_is_recorded_and_the_profile_goes_on(monkeypatch, fr
     }
     assert all(v.startswith("refused: RuntimeError: ") for k, v in got.items() if k.startswith("scaled_mm.")), got
     if probes.torchao_float8_refusal() is None:  # torchao's Float8Linear runs _scaled_mm: its keys say so too
-        ao = profile._probe_torchao("cpu")
+        ao = ao_keys.torchao_keys("cpu")
         for name in TORCHAO_RECIPES:
             assert ao[f"torchao.digest.float8linear.{name}"].startswith("refused: RuntimeError"), name
             assert f"torchao.recipe.{name}.output.a" in ao  # the recipe table does not need _scaled_mm
@@ -213,33 +215,33 @@ def test_a_refused_scaled_mm_is_recorded_and_the_profile_goes_on(monkeypatch, fr
 
 
 def test_a_refused_cast_takes_only_its_own_keys(monkeypatch):
-    real = profile.torch_cast
+    real = cast_keys.torch_cast
 
     def refusing_e5m2(fmt, device="cpu"):
         impl = real(fmt, device)
         return dataclasses.replace(impl, cast=_native_refusal) if get_format(fmt).name == "e5m2" else impl
 
-    monkeypatch.setattr(profile, "torch_cast", refusing_e5m2)
-    got = profile._probe_casts("cpu")
+    monkeypatch.setattr(cast_keys, "torch_cast", refusing_e5m2)
+    got = cast_keys.cast_keys("cpu")
     e5m2 = {k: v for k, v in got.items() if k.startswith("cast.e5m2.")}
     assert len(e5m2) == 9 and all(str(v).startswith("refused: RuntimeError") for v in e5m2.values()), e5m2  # 2x4 + f64
     assert got["cast.e4m3fn.bf16.in_range_mismatches"] == 0  # every other format still checked
-    special = profile._probe_special_casts("cpu")
+    special = cast_keys.special_cast_keys("cpu")
     assert special["cast.e5m2.f32.neg_zero"].startswith("refused: ") and special["cast.e4m3fn.f32.neg_zero"] == "0x80"
 
 
 def test_a_bug_in_fp8ref_still_surfaces_from_the_profile(monkeypatch):
     # all 16-bit inputs as float64: the codec's own argument check raises, which is a bug, not a refusal
-    monkeypatch.setattr(profile, "all_16bit_inputs", lambda dtype: torch.zeros(8, dtype=torch.float64))
+    monkeypatch.setattr(cast_keys, "all_16bit_inputs", lambda dtype: torch.zeros(8, dtype=torch.float64))
     with pytest.raises(TypeError, match="expected dtype in"):
-        profile._probe_casts("cpu")
+        cast_keys.cast_keys("cpu")
 
 
 def test_a_torchao_that_does_not_import_is_recorded(monkeypatch):
     monkeypatch.setattr(probes, "torchao_float8_refusal", lambda: "refused: ImportError: cannot import name 'X'")
-    assert profile._probe_torchao("cpu") == {"torchao": "refused: ImportError: cannot import name 'X'"}
+    assert ao_keys.torchao_keys("cpu") == {"torchao": "refused: ImportError: cannot import name 'X'"}
     monkeypatch.setattr(probes, "torchao_float8_refusal", lambda: "missing: torchao is not installed")
-    assert profile._probe_torchao("cpu") == {"torchao": "missing"}
+    assert ao_keys.torchao_keys("cpu") == {"torchao": "missing"}
 
 
 def test_skip_helper_names_the_versions_and_the_refusal(skip_unless):
@@ -284,4 +286,4 @@ def test_a_device_fault_propagates_from_the_probes(monkeypatch, fresh_install_an
     with pytest.raises(RuntimeError, match="illegal memory access"):
         probes.scaled_mm_refusal("tensorwise")
     with pytest.raises(RuntimeError, match="illegal memory access"):
-        profile._probe_scaled_mm("cpu")
+        gemm_keys.scaled_mm_keys("cpu")

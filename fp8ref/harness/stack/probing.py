@@ -1,0 +1,60 @@
+"""What every family's profile probes share: where they run, one probe's keys or the install's
+refusal, and a digest of tensors' bits.
+
+A family's probes (``fp8ref/harness/<room>/profile_keys.py``) measure the keys the family owns and
+write each answer down; ``keys_or_refusal`` isolates one probe, so an install that refuses an
+operation yields ``refused: ...`` for that probe's keys and every other key is still collected.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable
+
+import torch
+
+from .install import device_kind
+from .refusals import observe
+
+__all__ = ["Where", "keys_or_refusal", "digest", "describe_cast"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Where:
+    """Where a profile is collected: the torch ``device``, and whether torchao's keys are collected
+    (``torchao=False``: ``python -m fp8ref profile --no-torchao``)."""
+
+    device: str = "cpu"
+    torchao: bool = True
+
+    def __post_init__(self) -> None:
+        device_kind(self.device)  # validates, naming the argument
+
+    @property
+    def kind(self) -> str:
+        """``cpu``, or the CUDA device's kind (``cuda-sm90``, ...)."""
+        return device_kind(self.device)
+
+
+def keys_or_refusal(keys: list[str], probe: Callable[..., dict], device: str = "cpu") -> dict:
+    """``probe()``'s keys, or each of ``keys`` set to the install's refusal (``refused: ...``) or
+    its failure (``fails: ...``: an error of the install on an input it supports) when the probe
+    meets one (``refusals.observe``). An error of fp8ref's own propagates, and so does a device
+    fault, which a CUDA ``device`` is synchronized for: see ``fp8ref.harness.stack.refusals``."""
+    ok, result = observe(probe, device)
+    return result if ok and isinstance(result, dict) else {k: result for k in keys}
+
+
+def digest(*tensors: torch.Tensor) -> str:
+    """The first 16 hex digits of the SHA-256 of the tensors' bytes: a change of any bit changes it."""
+    h = hashlib.sha256()
+    for t in tensors:
+        h.update(t.detach().reshape(-1).contiguous().cpu().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def describe_cast(codes: torch.Tensor, scale: torch.Tensor) -> str:
+    """A small cast, readably: its scales and its codes in hex."""
+    hexes = " ".join(f"{int(c):02x}" for c in codes.flatten().tolist())
+    return f"scale {[float(v) for v in scale.flatten().tolist()]}; codes {hexes}"

@@ -1,0 +1,47 @@
+"""A new family is a room and one registry line: a stand-in room (``standin_room``: one probe,
+one meaning, one check) registered by appending its line shows its key in the profile, in the
+upgrade report with its meaning, and in the coverage of meanings, with no other edit."""
+
+from __future__ import annotations
+
+import pytest
+
+from fp8ref.harness.profiles import families, profile, upgrade_report
+from fp8ref.harness.profiles.key_meanings import meaning_of
+from tests.meta.standin_room import checks
+
+KEY = "standin.e4m3fn.saturates"
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    """The registry with the stand-in's line appended, and only that family probed (collecting
+    every family takes seconds and proves nothing more here)."""
+    line = families.Family("tests.meta.standin_room")
+    monkeypatch.setattr(families, "FAMILIES", [*families.FAMILIES, line])
+    return line
+
+
+def test_its_key_is_collected_into_the_profile(registered, monkeypatch):
+    monkeypatch.setattr(families, "FAMILIES", [registered])
+    assert profile.collect("cpu")["behaviour"] == {KEY: "saturate"}
+
+
+def test_its_key_has_its_meaning(registered):
+    row, parts = meaning_of(KEY)
+    assert families.owner_of(KEY) == registered and row.family == "stand-in family" and parts == ("e4m3fn",)
+
+
+def test_a_change_of_its_key_reaches_the_upgrade_report(registered, monkeypatch):
+    monkeypatch.setattr(families, "FAMILIES", [registered])
+    before = profile.collect("cpu")
+    monkeypatch.setitem(checks.ANSWER, "ok", False)
+    after = profile.collect("cpu")
+    assert checks.check_saturates() is not None  # the check itself catches the changed answer
+    (change,) = upgrade_report.build(before, after)["changes"]
+    assert change["key"] == KEY and change["severity"] == "numerics"
+    assert change["meaning"] == "what 600 becomes in e4m3fn", change
+
+
+def test_without_its_line_the_key_has_no_meaning():
+    assert families.owner_of(KEY) is None and meaning_of(KEY) is None
