@@ -98,10 +98,10 @@ def _same_device_kind(
 def _cmd_diff(args: argparse.Namespace) -> int:
     from .harness.profiles.profile_file import (
         ProfileError,
+        accepted_differences_file,
         diff,
-        named_beside,
         not_compared,
-        read_named,
+        read_accepted,
         same_value,
         who,
     )
@@ -111,7 +111,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         _same_device_kind(a, b, args.a, args.b)
     rows = diff(a, b)
     try:  # the differences accepted for B's install beside A (A-installs.json), if any
-        accepted = read_named(named_beside(args.a), b)
+        accepted = read_accepted(accepted_differences_file(args.a), b)
     except ProfileError as exc:
         raise UsageError(str(exc)) from exc
     named = accepted[0] if accepted is not None else {}
@@ -154,7 +154,13 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     import fnmatch
 
     from .harness.profiles.atomic import write_text
-    from .harness.profiles.profile_file import ProfileError, diff, install_label, named_beside, read_named_file
+    from .harness.profiles.profile_file import (
+        ProfileError,
+        accepted_differences_file,
+        diff,
+        install_label,
+        read_accepted_file,
+    )
 
     why = " ".join(args.why.split())
     if not why:
@@ -167,10 +173,10 @@ def _cmd_accept(args: argparse.Namespace) -> int:
         if unmatched:
             raise UsageError(f"--key {unmatched[0]!r}: matches none of the {len(rows)} differing keys")
         rows = [(k, x, y) for k, x, y in rows if any(fnmatch.fnmatchcase(k, pattern) for pattern in args.key)]
-    path = named_beside(args.a)
+    path = accepted_differences_file(args.a)
     _check_output(str(path), "accept")
     try:
-        named = read_named_file(path) if path.exists() else {}
+        named = read_accepted_file(path) if path.exists() else {}
     except ProfileError as exc:
         raise UsageError(str(exc)) from exc
     label = install_label(b)

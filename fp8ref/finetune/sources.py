@@ -129,7 +129,7 @@ def fp8_checkpoint(name: str) -> str | None:
     block = "x".join(str(b) for b in q["weight_block_size"])
     line = (
         f"an FP8 block checkpoint ({len(quantized)} FP8 weights, {block} blocks, {'/'.join(sorted(fmt))} scales), "
-        f"dequantized to bfloat16 by transformers: {block_checks.word(check)}"
+        f"dequantized to bfloat16 by transformers: {block_checks.profile_value(check)}"
     )
     deviating = {n: w for n, w in sorted(check.observed.items()) if w != "definition"}
     if deviating:

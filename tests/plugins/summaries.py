@@ -109,13 +109,13 @@ def record_golden(request: pytest.FixtureRequest) -> Callable[..., None]:
 
     def record(where: Any, device: str, status: str, lines: list[str], now: dict | None = None) -> None:
         from fp8ref.harness.profiles import upgrade_report
-        from fp8ref.harness.profiles.golden import golden_path, named_differences
+        from fp8ref.harness.profiles.golden import accepted_differences, golden_path
         from fp8ref.harness.profiles.profile_file import load
 
         path = golden_path(where, device)
         report = None
         if wanted and now is not None and status in ("equal", "named", "differs"):
-            accepted = named_differences(where, now, device)
+            accepted = accepted_differences(where, now, device)
             report = upgrade_report.build(load(path), now, a_name=str(path), b_name="this install", accepted=accepted)
         entry = {"device": device, "golden": str(path), "status": status, "lines": lines, "report": report}
         request.config.stash[_GOLDEN_KEY].append(entry)

@@ -52,7 +52,7 @@ __all__ = [
     "check_loader",
     "check_backward",
     "check_lora_input_grad",
-    "word",
+    "profile_value",
 ]
 
 _SHOWN = 4
@@ -61,18 +61,18 @@ _SHOWN = 4
 @dataclasses.dataclass
 class BlockCheck:
     problems: list[str] = dataclasses.field(default_factory=list)
-    excused: dict[str, int] = dataclasses.field(default_factory=dict)  # deviation key -> blocks or elements
+    known_deviations: dict[str, int] = dataclasses.field(default_factory=dict)  # deviation key -> blocks or elements
     observed: dict[str, str] = dataclasses.field(default_factory=dict)
 
-    def excuse(self, key: str, n: int) -> None:
-        self.excused[key] = self.excused.get(key, 0) + n
+    def count_known_deviation(self, key: str, n: int) -> None:
+        self.known_deviations[key] = self.known_deviations.get(key, 0) + n
 
 
-def word(check: BlockCheck) -> str:
+def profile_value(check: BlockCheck) -> str:
     """The check as one profile value: ``definition``, ``deviates: <keys>`` or ``differs``."""
     if check.problems:
         return "differs"
-    return f"deviates: {' '.join(sorted(check.excused))}" if check.excused else "definition"
+    return f"deviates: {' '.join(sorted(check.known_deviations))}" if check.known_deviations else "definition"
 
 
 def _boundary_blocks() -> torch.Tensor:
@@ -181,7 +181,7 @@ def check_quantize(scale_fmt: ScaleFormat | str, quantize: Quantize = hf.quantiz
             hit = ~matched & (inv == cand)
             if bool(hit.any()):
                 for key in keys:
-                    check.excuse(key, int(hit.sum()))
+                    check.count_known_deviation(key, int(hit.sum()))
             forward, matched = torch.where(hit, scale, forward), matched | hit
         if not bool(matched.all()):
             at = (~matched).nonzero()[:_SHOWN].tolist()
@@ -229,7 +229,7 @@ def judge_loaded(check: BlockCheck, name: str, got: torch.Tensor, q: BlockFp8, d
     elif torch.equal(got, want):
         check.observed[name] = "definition"
     elif torch.equal(got, TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.answer(decode(q.codes, E4M3FN), q.scale_inv).to(dtype)):
-        check.excuse(TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.key, int((got != want).sum()))
+        check.count_known_deviation(TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.key, int((got != want).sum()))
         check.observed[name] = f"deviates: {int((got != want).sum())} of {want.numel()} values"
     else:
         check.problems.append(
@@ -249,7 +249,7 @@ def check_loader(dtype: torch.dtype, scale_fmt: ScaleFormat | str, loader: Loade
         codes, inv, scale_dtype = _stored(ref)
         got = loaded_or_deviating_error(functools.partial(loader, codes, inv, dtype, scale_dtype), codes, inv)
         if isinstance(got, str):
-            check.excuse(TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.key, codes.numel())
+            check.count_known_deviation(TRANSFORMERS_LOADER_BLOCKS_FROM_GRID.key, codes.numel())
             check.observed[name] = f"deviates: raises {got}"
             continue
         judge_loaded(check, name, got, ref, dtype)
@@ -287,7 +287,7 @@ def check_backward(
             decode(ref.codes, E4M3FN), expand(ref.scale_inv, ref.codes.shape, BLOCK), dtype
         )
         if torch.equal(got, answer):
-            check.excuse(TRANSFORMERS_BACKWARD_SCALE_IN_GRAD_DTYPE.key, int((got != want).sum()))
+            check.count_known_deviation(TRANSFORMERS_BACKWARD_SCALE_IN_GRAD_DTYPE.key, int((got != want).sum()))
             continue
         check.problems.append(
             f"{name} ({scale_fmt}, {dtype}): {int((got != want).sum())} of {want.numel()} values of the backward's "
@@ -313,7 +313,7 @@ def check_lora_input_grad(
         decode(ref.codes, E4M3FN), expand(ref.scale_inv, ref.codes.shape, BLOCK), dtype
     )
     if torch.equal(got, g @ weight):
-        check.excuse(TRANSFORMERS_BACKWARD_SCALE_IN_GRAD_DTYPE.key, int((got != want).sum()))
+        check.count_known_deviation(TRANSFORMERS_BACKWARD_SCALE_IN_GRAD_DTYPE.key, int((got != want).sum()))
         return check
     check.problems.append(
         f"448x200 ({scale_fmt}, {dtype}): the input gradient differs from g @ the reference's weight by up to "

@@ -32,11 +32,13 @@ def transformers_fp8_keys() -> dict:
         return {"transformers.fp8": missing.split(":", 1)[0] if missing.startswith("missing") else missing}
     out = {"transformers.fp8.quantize.passes": "; ".join(f"{k}: {v}" for k, v in block_checks.passes_through().items())}
     for fmt in ("float", "ue8m0"):
-        out[f"transformers.fp8.quantize.{fmt}"] = block_checks.word(block_checks.check_quantize(fmt))
+        out[f"transformers.fp8.quantize.{fmt}"] = block_checks.profile_value(block_checks.check_quantize(fmt))
         for dtype, tag in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
             loader = block_checks.check_loader(dtype, fmt)
-            out[f"transformers.fp8.loader.{fmt}.{tag}"] = block_checks.word(loader)
-            out[f"transformers.fp8.backward.{fmt}.{tag}"] = block_checks.word(block_checks.check_backward(dtype, fmt))
+            out[f"transformers.fp8.loader.{fmt}.{tag}"] = block_checks.profile_value(loader)
+            out[f"transformers.fp8.backward.{fmt}.{tag}"] = block_checks.profile_value(
+                block_checks.check_backward(dtype, fmt)
+            )
         out[f"transformers.fp8.loader.{fmt}.576x256"] = loader.observed.get("576x256", "")
     if install.has_package("accelerate"):
         # (building the model imports transformers' quantizers, which import an installed torchao:
@@ -50,7 +52,7 @@ def transformers_fp8_keys() -> dict:
 
 def _from_pretrained(keys: list[str]) -> dict:
     """A tiny Qwen3 FP8 block checkpoint written by fp8ref in each scale format and loaded by
-    ``from_pretrained``: each load's word (``block_checks.word``)."""
+    ``from_pretrained``: each load's profile value (``block_checks.profile_value``)."""
     import tempfile
 
     from . import block_checkpoint, block_checks
@@ -61,5 +63,5 @@ def _from_pretrained(keys: list[str]) -> dict:
         with tempfile.TemporaryDirectory() as folder:
             quantized = block_checkpoint.write(folder, config, state, key.rsplit(".", 1)[1])
             loaded = block_checkpoint.load(folder).state_dict()
-        out[key] = block_checks.word(block_checkpoint.check_load(loaded, quantized))
+        out[key] = block_checks.profile_value(block_checkpoint.check_load(loaded, quantized))
     return out

@@ -45,7 +45,7 @@ class OpCheck:
     samples: int = 0
     problems: list[str] = dataclasses.field(default_factory=list)
     observed: dict[str, str] = dataclasses.field(default_factory=dict)
-    excused: dict[str, int] = dataclasses.field(default_factory=dict)  # deviation key -> elements
+    known_deviations: dict[str, int] = dataclasses.field(default_factory=dict)  # deviation key -> elements
 
 
 def _leaves(value: Any) -> list[Any]:
@@ -130,7 +130,7 @@ def _numbers(
         want = wide.cpu().to(got.dtype)
         codes = None
     if not bool(same.all()):
-        same = same | _excuse(check, fmt, got.cpu(), same, codes_in)
+        same = same | _known_deviation_elements(check, fmt, got.cpu(), same, codes_in)
     if bool(same.all()):
         return None
     bad = (~same).reshape(-1).nonzero().reshape(-1)[:_SHOWN].tolist()
@@ -143,7 +143,7 @@ def _numbers(
     return f"{where}: {int((~same).sum())} of {got.numel()} elements differ from the definition's: {', '.join(shown)}"
 
 
-def _excuse(
+def _known_deviation_elements(
     check: OpCheck, fmt: FloatFormat, got: torch.Tensor, same: torch.Tensor, codes_in: list[torch.Tensor]
 ) -> torch.Tensor:
     """The elements a named deviation of this op excuses (its exact answer only), counted."""
@@ -152,7 +152,7 @@ def _excuse(
         if dev.op == check.op and fmt.name in dev.formats:
             hit = ~same & dev.answer(got, codes_in, fmt)
             if bool(hit.any()):
-                check.excused[dev.key] = check.excused.get(dev.key, 0) + int(hit.sum())
+                check.known_deviations[dev.key] = check.known_deviations.get(dev.key, 0) + int(hit.sum())
                 excused |= hit
     return excused
 

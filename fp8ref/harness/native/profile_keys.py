@@ -42,7 +42,7 @@ def native_op_keys(device: str) -> dict:
         out.update({f"native.written.{fmt.name}.{how}": word for how, word in check_written(fmt, device).items()})
     for dev in NATIVE_OP_DEVIATIONS:
         runs = [f for f in dev.formats if f in formats and matrix.get(dev.op, {}).get(f) in ("runs", "partial")]
-        where = [f for f in runs if check_op(dev.op, formats[f], device).excused.get(dev.key)]
+        where = [f for f in runs if check_op(dev.op, formats[f], device).known_deviations.get(dev.key)]
         word = f"deviates on {' '.join(where)}" if where else ("definition" if runs else "refused")
         out[f"native.deviation.{dev.key}"] = word
     return out
@@ -53,11 +53,11 @@ def scalar_op_keys(device: str) -> dict:
     dtypes): refused, or whether the scalar takes part exactly or rounded into the dtype first
     (``scalar_ops``; an answer that is neither reads ``differs``)."""
     from .native_ops import matrix_word
-    from .scalar_ops import SCALAR_OPS, check_scalar_op, word
+    from .scalar_ops import SCALAR_OPS, check_scalar_op, profile_value
 
     formats = probes.float8_formats()
     return {
-        f"native.scalar.{name}": matrix_word({f.name: word(check_scalar_op(name, f, device)) for f in formats})
+        f"native.scalar.{name}": matrix_word({f.name: profile_value(check_scalar_op(name, f, device)) for f in formats})
         for name in SCALAR_OPS
     }
 

@@ -37,7 +37,7 @@ from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
 from ..stack.refusals import first_words, survey
 
-__all__ = ["SCALARS", "SCALAR_OPS", "ScalarCheck", "check_scalar_op", "word"]
+__all__ = ["SCALARS", "SCALAR_OPS", "ScalarCheck", "check_scalar_op", "profile_value"]
 
 # name -> the Python scalar: exact in float8 or not, an int, a bool, signed zero, past max,
 # below the smallest subnormal, inf and NaN
@@ -192,7 +192,7 @@ def check_scalar_op(
     return check
 
 
-def word(check: ScalarCheck) -> str:
+def profile_value(check: ScalarCheck) -> str:
     """One format's answer as a profile word without spaces: ``refused``; ``exact``, ``rounded``
     (the scalar rounded into the dtype first) or ``either`` (no scalar told them apart), with
     ``+partial`` when some scalars were refused and ``+saturate`` / ``+nonsaturate`` / ``+mixed``

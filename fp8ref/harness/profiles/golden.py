@@ -14,15 +14,15 @@ from pathlib import Path
 
 from ..stack.install import device_kind
 from .profile_file import (
-    NAMED_SUFFIX,
+    ACCEPTED_SUFFIX,
     ProfileError,
+    accepted_differences_file,
     diff,
     diff_line,
     install_label,
     load,
-    named_beside,
     not_compared,
-    read_named,
+    read_accepted,
     same_value,
     save,
     who,
@@ -30,13 +30,13 @@ from .profile_file import (
 
 __all__ = [
     "golden_path",
-    "named_beside",
+    "accepted_differences_file",
     "compare_with_golden",
     "pin_first",
     "install_label",
-    "named_differences",
+    "accepted_differences",
     "device_mismatch",
-    "NAMED_SUFFIX",
+    "ACCEPTED_SUFFIX",
 ]
 
 
@@ -45,17 +45,17 @@ def golden_path(golden: str | Path, device: str = "cpu") -> Path:
     ``<golden>/<device kind>.json`` (a folder of goldens, one per device kind)."""
     path = Path(golden)
     if path.suffix == ".json" and not path.is_dir():
-        if path.name.endswith(NAMED_SUFFIX):
+        if path.name.endswith(ACCEPTED_SUFFIX):
             raise ValueError(f"golden: {path} is a file of named differences, not a golden profile")
         return path
     return path / f"{device_kind(device)}.json"
 
 
-def named_differences(golden: str | Path, now: dict, device: str = "cpu") -> tuple[dict, str] | None:
+def accepted_differences(golden: str | Path, now: dict, device: str = "cpu") -> tuple[dict, str] | None:
     """The differences from the golden this install is known to show (key -> its value here) and
-    why, from the ``-installs.json`` file beside the golden (``profile_file.named_beside``); None when the file
-    does not name this install."""
-    return read_named(named_beside(golden_path(golden, device)), now)
+    why, from the ``-installs.json`` file beside the golden
+    (``profile_file.accepted_differences_file``); None when the file does not name this install."""
+    return read_accepted(accepted_differences_file(golden_path(golden, device)), now)
 
 
 def device_mismatch(golden: dict, now: dict, where: str | Path) -> str | None:
@@ -88,7 +88,7 @@ def compare_with_golden(
     ``profile.collect``, when not given) against the golden ``golden`` (a folder or a file:
     ``golden_path``) pins for the device kind.
 
-    An install named in the ``-installs.json`` file beside the golden (``named_differences``) may differ
+    An install named in the ``-installs.json`` file beside the golden (``accepted_differences``) may differ
     in exactly the keys named for it, each with the value named: then ``("named", [])``; a named
     key that no longer differs, or differs otherwise, is a line like any difference.
 
@@ -128,7 +128,7 @@ def compare_with_golden(
     wrong = device_mismatch(pinned, now, path)
     if wrong is not None:
         return "wrong device", [wrong]
-    named = named_differences(golden, now, device)
+    named = accepted_differences(golden, now, device)
     expected = named[0] if named is not None else {}
     lines, seen = [], set()
     for key, old, new in diff(pinned, now):

@@ -27,11 +27,11 @@ __all__ = [
     "not_compared",
     "diff_line",
     "format_diff",
-    "NAMED_SUFFIX",
-    "named_beside",
+    "ACCEPTED_SUFFIX",
+    "accepted_differences_file",
     "install_label",
-    "read_named",
-    "read_named_file",
+    "read_accepted",
+    "read_accepted_file",
 ]
 
 PROFILE_VERSION = 1
@@ -178,17 +178,17 @@ def diff_line(key: str, old: object, new: object, pinned: dict, now: dict) -> st
 
 # beside each golden NAME.json: NAME-installs.json, the differences other installs are known to
 # show (or a team has accepted), per install, each with why
-NAMED_SUFFIX = "-installs.json"
+ACCEPTED_SUFFIX = "-installs.json"
 
 
-def named_beside(golden_file: str | Path) -> Path:
+def accepted_differences_file(golden_file: str | Path) -> Path:
     """``NAME-installs.json`` beside the golden ``NAME.json``."""
     path = Path(golden_file)
-    return path.with_name(path.stem + NAMED_SUFFIX)
+    return path.with_name(path.stem + ACCEPTED_SUFFIX)
 
 
-def read_named_file(path: str | Path) -> dict:
-    """A named-differences file whole (install label -> entry); ``ProfileError`` when it cannot
+def read_accepted_file(path: str | Path) -> dict:
+    """A accepted-differences file whole (install label -> entry); ``ProfileError`` when it cannot
     be read or is not a JSON object."""
     try:
         data = json.loads(Path(path).read_text())
@@ -199,24 +199,24 @@ def read_named_file(path: str | Path) -> dict:
     return data
 
 
-def read_named(path: str | Path, now: dict) -> tuple[dict, str] | None:
-    """The differences the named-differences file ``path`` names for ``now``'s install (key ->
+def read_accepted(path: str | Path, now: dict) -> tuple[dict, str] | None:
+    """The differences the accepted-differences file ``path`` names for ``now``'s install (key ->
     value) and why; None when there is no such file or it does not name the install;
     ``ProfileError`` when it cannot be read or its entry is malformed."""
     path = Path(path)
     if not path.exists():
         return None
-    label = entry_label(read_named_file(path), now)
+    label = entry_label(read_accepted_file(path), now)
     if label is None:
         return None
-    entry = read_named_file(path)[label]
+    entry = read_accepted_file(path)[label]
     if not isinstance(entry, dict) or not isinstance(entry.get("differences"), dict) or not entry.get("why"):
         raise ProfileError(f"{path}: the entry for {label} needs 'why' and a 'differences' object")
     return entry["differences"], entry["why"]
 
 
 def entry_label(named: dict, now: dict) -> str | None:
-    """The label of ``named`` (a named-differences file's entries) that names ``now``'s install:
+    """The label of ``named`` (a accepted-differences file's entries) that names ``now``'s install:
     the one naming the most packages of those whose every package matches (``label_matches``)."""
     matching = [label for label in named if label_matches(label, now)]
     return max(matching, key=lambda label: len(label_packages(label)), default=None)

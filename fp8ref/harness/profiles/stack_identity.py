@@ -2,7 +2,7 @@
 
 A profile's ``versions`` names every package whose behaviour it pins (``STACK``), so a difference
 is blamed on the package that changed: failure lines, the upgrade report's heading and the label a
-named-differences file keeps an install under all say which packages differ. A key belongs to
+accepted-differences file keeps an install under all say which packages differ. A key belongs to
 torch unless ``OWNERS`` gives it to another package too; where one of a key's packages is not
 usable on one side (not installed, or installed but refusing to import: its gate key says so),
 the key is *not installed here*: no difference, no failure, a line in the report.
@@ -94,7 +94,7 @@ def versions_words(profile: dict, other: dict | None = None, always: tuple[str, 
 
 
 def install_label(profile: dict) -> str:
-    """How a named-differences file names an install: every package of ``STACK`` the profile's
+    """How a accepted-differences file names an install: every package of ``STACK`` the profile's
     versions name, torch's local build tag dropped (``2.9.1+cu128`` is 2.9.1): ``torch 2.9.1,
     torchao 0.17.0, transformers 5.24.0, ...``."""
     v = profile.get("versions", {}) if isinstance(profile.get("versions"), dict) else {}

@@ -59,7 +59,7 @@ def build(a: dict, b: dict, *, a_name: str = "A", b_name: str = "B", accepted: t
     """The report of ``a`` (e.g. the golden) against ``b`` (this install): one change per
     differing key (``profile_file.diff``) with its family, severity, meaning, consequence, the
     direction of a change of state and the deviations its values name; ``accepted``: the named
-    differences (key -> value, why) of ``golden.named_differences``, whose changes the report marks
+    differences (key -> value, why) of ``golden.accepted_differences``, whose changes the report marks
     as accepted (the reason once, in ``accepted_why``) when ``b`` gives exactly that value. A key
     no family's row explains (``key_meanings.meaning_of``) is reported as ``unexplained`` (severity numerics: it
     cannot be told harmless), never dropped."""

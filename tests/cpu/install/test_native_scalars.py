@@ -12,7 +12,7 @@ scalar arithmetic (today refused on CPU), or starts taking the scalar exactly.""
 import pytest
 
 from fp8ref.harness.native.native_ops import matrix_word
-from fp8ref.harness.native.scalar_ops import SCALAR_OPS, check_scalar_op, word
+from fp8ref.harness.native.scalar_ops import SCALAR_OPS, check_scalar_op, profile_value
 from fp8ref.harness.stack import install, probes
 
 FORMATS = {f.name: f for f in probes.float8_formats()}
@@ -27,7 +27,7 @@ def checks():
 @pytest.mark.parametrize("fmt", list(FORMATS))
 def test_a_python_scalar_in_float8_arithmetic_gives_the_definitions_answer(fmt, checks, record_observation):
     mine = [c for (_, f), c in checks.items() if f == fmt]
-    ran = {c.op: word(c) for c in mine if c.semantics}
+    ran = {c.op: profile_value(c) for c in mine if c.semantics}
     record_observation(f"Python scalars into {fmt}: ops that run", " ".join(f"{k}={v}" for k, v in ran.items()))
     bad = [p for c in mine for p in c.problems]
     assert not bad, f"{install.versions_line()}:\n" + "\n".join(bad[:8])
@@ -35,7 +35,7 @@ def test_a_python_scalar_in_float8_arithmetic_gives_the_definitions_answer(fmt, 
 
 def test_the_python_scalar_account(checks, record_section):
     """The end-of-run account: per op, what each float8 dtype does with a Python scalar."""
-    rows = {name: matrix_word({f: word(checks[name, f]) for f in FORMATS}) for name in SCALAR_OPS}
+    rows = {name: matrix_word({f: profile_value(checks[name, f]) for f in FORMATS}) for name in SCALAR_OPS}
     ran = [n for n, w in rows.items() if w != "all refused"]
     lines = [f"{len(rows)} ops x {len(FORMATS)} float8 dtypes: {len(ran)} ops run on some dtype, each checked"]
     lines += [f"  {name}: {w}" for name, w in rows.items()]

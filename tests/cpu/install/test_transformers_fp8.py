@@ -29,7 +29,7 @@ def _finegrained(skip_unless):
 
 
 def _record(check, what, record_observation, record_defect):
-    for key, n in check.excused.items():
+    for key, n in check.known_deviations.items():
         record_observation(f"transformers FP8 {what}: deviation {key}", f"{n} excused")
         record_defect(key, f"transformers {what}", n)
     assert not check.problems, f"{install.versions_line()}, {what}:\n" + "\n".join(check.problems[:6])

@@ -22,7 +22,7 @@ still fails.
 
 import pytest
 
-from fp8ref.harness.profiles.golden import compare_with_golden, install_label, named_differences, not_compared_lines
+from fp8ref.harness.profiles.golden import accepted_differences, compare_with_golden, install_label, not_compared_lines
 
 TEST = "tests/cpu/tools/test_golden_profile.py"
 
@@ -46,7 +46,7 @@ def test_behaviour_profile_matches_the_cpu_golden(
     for line in not_compared_lines(golden.where, cpu_profile):
         record_not_compared(line)
     if status == "named":
-        named = named_differences(golden.where, cpu_profile)
+        named = accepted_differences(golden.where, cpu_profile)
         assert named is not None
         record_observation(
             f"golden profile (cpu), {install_label(cpu_profile)}", f"{len(named[0])} named differences: {named[1]}"
