@@ -1,13 +1,13 @@
 """FP4 GEMMs (torch._scaled_mm or F.scaled_mm) on Blackwell: MXFP4 (E8M0 per 1x32) and NVFP4 (E4M3 per 1x16,
 single level, and two level with the per-tensor scales applied to the output as torchao does)
-against the exact product of the operands fp8ref's reference quantized (tests/common/fp4_gemm_checks.py).
+against the exact product of the operands fp8ref's reference quantized (fp8ref/harness/gemm/fp4_gemm_bound.py).
 Block-scaled FP4 tensor cores exist from sm100 on."""
 
 import pytest
 import torch
 
+from fp8ref.harness.gemm.fp4_gemm_bound import CASES, excess
 from fp8ref.harness.stack import probes
-from tests.common.fp4_gemm_checks import CASES, excess
 
 pytestmark = pytest.mark.sm(100, "FP4 block-scaled tensor cores")
 

@@ -1,18 +1,12 @@
 """The grouped GEMM checks of tests/cpu/install/test_grouped_gemm.py on the CUDA device (or the CPU
-under --fp8-dry-run), plus what only a GPU runs: torchao's MXFP8 grouped GEMM through its kernels
+under --fp8-dry-run) where the GPU's test differs (torch's ``_grouped_mm`` runs on both from that
+file, parametrized by device), and what only a GPU runs: torchao's MXFP8 grouped GEMM through its kernels
 (KernelPreference.AUTO, sm100) and its FP8 rowwise grouped GEMM through torch._scaled_grouped_mm
-(tests/common/grouped_checks.py says the bounds). A path the device refuses skips, naming it."""
+(fp8ref/harness/gemm/grouped_bounds.py says the bounds). A path the device refuses skips, naming it."""
 
 import pytest
 
-from tests.common import grouped_checks as gc
-
-
-@pytest.mark.parametrize("groups", list(gc.GROUPS))
-def test_torch_grouped_mm_multiplies_each_group_by_its_expert(groups, gpu_device, skip_unless):
-    refused, problem = gc.check_grouped_mm(gpu_device, groups)
-    skip_unless(refused, f"torch._grouped_mm on {gpu_device}")
-    assert problem is None, problem
+from fp8ref.harness.gemm import grouped_bounds as gc
 
 
 @pytest.mark.needs("torchao")

@@ -11,12 +11,8 @@ from typing import Any
 import pytest
 import torch
 
-from fp8ref.harness.ao import torchao_compat as ao
+from fp8ref.harness.ao import mx_kernels as mkc
 from fp8ref.harness.stack.refusals import attempt
-from fp8ref.reference.formats import E4M3FN
-from fp8ref.reference.quantize import quantize
-from fp8ref.reference.scaling import mx
-from tests.common import mx_kernel_checks as mkc
 
 pytestmark = [pytest.mark.sm(100, "MX cast kernels"), pytest.mark.needs("torchao")]
 
@@ -61,21 +57,6 @@ def _inputs(rows: int, cols: int) -> torch.Tensor:
     return (torch.randn(rows, cols, generator=gen) * blocks.repeat_interleave(32, dim=1)).to(torch.bfloat16)
 
 
-def _check(kernel: str, mode: str, x: torch.Tensor, data: torch.Tensor, scale: torch.Tensor) -> None:
-    # dim0 scales along rows (blocks of 32 in a row); dim1 along columns, returned column-major
-    ref_x = x if kernel.endswith("dim0") else x.t().contiguous()
-    want_scale, want_data = ao.to_mx(ref_x, E4M3FN, 32, mode)
-    q = quantize(ref_x.float(), E4M3FN, mx(32, mode))
-    got_data = data.view(torch.uint8).cpu()
-    got_data = got_data if kernel.endswith("dim0") else got_data.t()
-    got_scale = scale.view(torch.uint8).cpu().reshape(want_scale.shape)
-    assert torch.equal(got_scale, want_scale), f"{kernel} {mode} {tuple(x.shape)}: scales differ from to_mx"
-    assert torch.equal(got_data.reshape(want_data.shape), want_data), (
-        f"{kernel} {mode} {tuple(x.shape)}: elements differ from to_mx"
-    )
-    assert torch.equal(want_scale, q.scale_e8m0), f"to_mx {mode}: scales differ from fp8ref"
-
-
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
 @pytest.mark.parametrize("kernel,shape", CASES, ids=[f"{k.rsplit('_', 1)[1]}-{r}x{c}" for k, (r, c) in CASES])
 def test_mx_cast_kernel_matches_to_mx_and_fp8ref(kernel, shape, mode, gpu_device, skip_unless):
@@ -84,7 +65,8 @@ def test_mx_cast_kernel_matches_to_mx_and_fp8ref(kernel, shape, mode, gpu_device
     fn = _kernel(kernel, gpu_device, skip_unless)
     x = _inputs(*shape)
     data, scale = fn(x.to(gpu_device), 32, scaling_mode=mode)
-    _check(kernel, mode, x, data, scale)
+    problem = mkc.cast_kernel_problem(kernel, mode, x, data, scale)
+    assert problem is None, problem
 
 
 @pytest.mark.parametrize("kernel", list(REFUSED))
@@ -101,7 +83,8 @@ def test_mx_cast_kernel_refuses_a_shape_it_does_not_take_cleanly(kernel, gpu_dev
     ok, result = attempt(lambda: fn(xd, 32, scaling_mode="floor"), gpu_device)
     record_observation(f"torchao {kernel} on {shape[0]}x{shape[1]}", "accepted" if ok else result)
     if ok:
-        _check(kernel, "floor", x, *result)
+        problem = mkc.cast_kernel_problem(kernel, "floor", x, *result)
+        assert problem is None, problem
 
 
 def _dim1_choices() -> list[str]:

@@ -1,13 +1,15 @@
 """torchao's MX and NVFP4 linear layers on the CUDA device (or the CPU under --fp8-dry-run), each
-GEMM kernel preference and NVFP4 layout torchao offers there held to the reference: the CUDA twin
-of tests/cpu/install/test_mx_linear.py, plus what only a GPU runs (KernelPreference.AUTO's MX
-GEMM through torch._scaled_mm, NVFP4's Triton quantize kernel, the NVFP4 linear with activation
-quantization). A path this device refuses skips, naming the refusal."""
+GEMM kernel preference torchao offers there held to the reference: the CUDA twin of
+tests/cpu/install/test_mx_linear.py where the bodies differ, plus what only a GPU runs
+(KernelPreference.AUTO's MX GEMM through torch._scaled_mm, the NVFP4 linear with activation
+quantization). NVFP4's scale layouts and Triton quantize kernel run on CUDA from
+tests/cpu/install/test_mx_linear.py, parametrized by device. A path this device refuses skips,
+naming the refusal."""
 
 import pytest
 
+from fp8ref.harness.ao import mx_kernels as mkc
 from fp8ref.reference.formats import E2M1FN, E4M3FN
-from tests.common import mx_kernel_checks as mkc
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -21,14 +23,6 @@ PAIRS = [(E4M3FN, E4M3FN), (E2M1FN, E2M1FN)]
 def test_mx_linear_matches_the_reference_gemm(w_fmt, a_fmt, mode, preference, gpu_device, skip_unless):
     refused, problem = mkc.check_mx_linear(gpu_device, w_fmt, a_fmt, mode, preference)
     skip_unless(refused, f"torchao's MX linear with KernelPreference.{preference} on {gpu_device}")
-    assert problem is None, problem
-
-
-@pytest.mark.parametrize("two_level", [False, True], ids=["one-level", "two-level"])
-@pytest.mark.parametrize("layout", list(mkc.NVFP4_LAYOUTS))
-def test_nvfp4_quantizes_alike_in_every_scale_layout(layout, two_level, gpu_device, skip_unless):
-    refused, problem = mkc.check_nvfp4_layout(gpu_device, layout, two_level)
-    skip_unless(refused, f"torchao's NVFP4 {layout} quantization on {gpu_device}")
     assert problem is None, problem
 
 

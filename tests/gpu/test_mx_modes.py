@@ -1,11 +1,11 @@
 """The CUDA twin of tests/cpu/install/test_mx_modes.py: torchao's ``to_mx`` on the device in every
-scale mode and block size, at the amax values that decide each mode (tests/common/mx_checks.py)."""
+scale mode and block size, at the amax values that decide each mode (fp8ref/harness/ao/mx_modes.py)."""
 
 import pytest
 
 from fp8ref.harness.ao import torchao_compat as ao
+from fp8ref.harness.ao.mx_modes import MODES, every_block_size_problem
 from fp8ref.reference.formats import select
-from tests.common.mx_checks import MODES, assert_every_block_size
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -19,4 +19,5 @@ def test_device_mx_scales_like_the_definition_of_each_mode(fmt, mode, gpu_device
         scale, data = ao.to_mx(x.to(gpu_device), f, block_size, m)
         return scale.cpu(), data.cpu()
 
-    assert_every_block_size(to_mx, fmt, mode, f"torchao on {gpu_device}", record_observation)
+    problem = every_block_size_problem(to_mx, fmt, mode, f"torchao on {gpu_device}", record_observation)
+    assert problem is None, problem

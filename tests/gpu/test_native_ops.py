@@ -6,12 +6,12 @@ every write of a Python scalar held to .to, and Python scalars in float8 arithme
 
 import pytest
 
+from fp8ref.harness.native import device_only_ops as dno
 from fp8ref.harness.native import native_ops
+from fp8ref.harness.native import op_account as noc
 from fp8ref.harness.native.native_checks import check_written
 from fp8ref.harness.native.scalar_ops import SCALAR_OPS, check_scalar_op
 from fp8ref.harness.stack import install, probes
-from tests.common import device_native_ops as dno
-from tests.common import native_op_checks as noc
 
 pytestmark = pytest.mark.needs("expecttest")
 

@@ -2,14 +2,14 @@
 tensorwise, rowwise, blockwise (1x128 activations, 128x128 weights) on sm90, MX on sm100; fast
 accumulation on and off; on gaussian operands quantized as training casts them and on operands
 whose partial sums are exact in any accumulator. Every output is held to a bound derived from the
-output format and the device's measured accumulator (tests/common/scaled_mm_quality.py says how);
+output format and the device's measured accumulator (fp8ref/harness/gemm/scaled_mm_quality.py says how);
 DeepGEMM's calc_diff and the SQNR are recorded beside it."""
 
 import pytest
 import torch
 
+from fp8ref.harness.gemm import scaled_mm_quality as q
 from fp8ref.harness.stack import probes
-from tests.common import scaled_mm_quality as q
 
 pytestmark = pytest.mark.sm(89, "FP8 tensor cores")
 

@@ -1,6 +1,8 @@
-"""torchao's Float8Linear on the GPU against fp8ref's emulation (same recipe), and its compiled
-casts against eager; compiled forward+backward against eager and the weight cast after optimizer
-steps (tests/common/float8linear_checks.py; the CPU twin: tests/cpu/install/test_torchao_linear.py).
+"""torchao's Float8Linear on the GPU against fp8ref's emulation (same recipe), its compiled casts
+against eager, and pad_inner_dim and force_recompute_fp8_weight_in_bwd on the device
+(fp8ref/harness/ao/float8_linear.py). Compiled forward+backward against eager and the weight cast
+after optimizer steps run on CUDA from tests/cpu/install/test_torchao_linear.py, one test per
+subject parametrized by device.
 On the GPU torchao runs _scaled_mm, so outputs are compared by SQNR: the two differ only by
 bfloat16 output rounding and accumulation order (~50 dB on CPU; >= 35 dB required). Casts and
 scales are elementwise and compared bitwise."""
@@ -10,32 +12,18 @@ import copy
 import pytest
 import torch
 
+from fp8ref.harness.ao import float8_linear as f8l
 from fp8ref.harness.ao import torchao_compat as ao
+from fp8ref.harness.ao.float8_linear import fwd_bwd, torchao_convert
 from fp8ref.harness.stack import probes
-from fp8ref.reference.emulate import Fp8Linear, full_float32_matmuls
+from fp8ref.reference.emulate import Fp8Linear
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.metrics import sqnr
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.recipes import TORCHAO_RECIPES
 from fp8ref.reference.scaling import axiswise, tensorwise
-from tests.common import float8linear_checks as f8l
-from tests.common.float8linear_checks import fwd_bwd, torchao_convert
 
 pytestmark = [pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("torchao")]
-
-
-@pytest.fixture
-def linear_device(gpu_device: str) -> str:
-    return gpu_device
-
-
-@pytest.fixture
-def full_float32():
-    """TF32 off for the test, restored after: its torchao layers emulate FP8 by float32 matmuls
-    of the dequantized operands (``emulate=True``), compared bit for bit with each other
-    (force_recompute) or within a bound that assumes float32 products (the weight cast)."""
-    with full_float32_matmuls():
-        yield
 
 
 @pytest.mark.parametrize(
@@ -75,25 +63,9 @@ def test_compiled_casts_on_device_match_eager_and_fp8ref(recipe, gpu_device, fre
 
 
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_compiled_float8linear_forward_and_backward_match_eager(recipe, linear_device, skip_unless, fresh_dynamo):
-    skip_unless(
-        probes.torchao_recipe_refusal(recipe, linear_device), f"torchao's {recipe} Float8Linear on {linear_device}"
-    )
-    problem = f8l.check_compiled_matches_eager(recipe, linear_device)
-    assert problem is None, problem
-
-
-@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_device, skip_unless, full_float32):
-    skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
-    problem = f8l.check_weight_cast_follows_the_weight(recipe, linear_device)
-    assert problem is None, problem
-
-
-@pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
 def test_pad_inner_dim_pads_k_with_zeros(recipe, gpu_device, skip_unless):
     """K = 200, 72 and 40 are what torch._scaled_mm refuses on CUDA unpadded: pad_inner_dim=True must
-    hand the kernel zero-padded operands and train as the reference (float8linear_checks)."""
+    hand the kernel zero-padded operands and train as the reference (fp8ref.harness.ao.float8_linear)."""
     skip_unless(probes.torchao_recipe_refusal(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}")
     problem = f8l.check_pad_inner_dim(recipe, gpu_device)
     assert problem is None, problem

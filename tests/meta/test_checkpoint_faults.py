@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fp8ref.harness.state.keeping import check_kept, saved_and_loaded, subclass_examples
-from tests.common.checkpoint_checks import check_resume, through_dcp
+from fp8ref.harness.state.resume import check_resume, through_dcp
 
 pytestmark = pytest.mark.needs("torchao")
 

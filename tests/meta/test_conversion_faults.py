@@ -1,11 +1,11 @@
 """Conversion of a model's parameters: a converter that gives each Float8Linear a copy of its
 weight (ties and optimizers lose it), one that ignores the module filter, one that asks the filter
-about module names instead of fully qualified names; through tests/common/conversion_checks.py."""
+about module names instead of fully qualified names; through fp8ref/harness/state/conversion.py."""
 
 import pytest
 import torch
 
-from tests.common.conversion_checks import (
+from fp8ref.harness.state.conversion import (
     CHECKS,
     Filter,
     TiedLM,

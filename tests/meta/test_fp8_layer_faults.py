@@ -11,10 +11,10 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from fp8ref.harness.hf.fp8_layer_forward import check_fp8experts_forward, check_fp8linear_forward, tiles
 from fp8ref.reference.block_fp8 import BLOCK, expand
 from fp8ref.reference.codec import decode
 from fp8ref.reference.formats import E4M3FN
-from tests.common.block_fp8_checks import check_fp8experts_forward, check_fp8linear_forward, tiles
 
 
 def _weight(codes: torch.Tensor, scale_inv: torch.Tensor, drop_first_scale: bool = False) -> torch.Tensor:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.common import fsdp_checks
+from fp8ref.harness.distributed import fsdp_float8
 
-# --- FSDP2 float8 all-gather, through tests/common/fsdp_checks ------------------------------------------
+# --- FSDP2 float8 all-gather, through fp8ref/harness/distributed/fsdp_float8 ------------------------------------------
 # A sharded run as tests/scripts/fsdp_float8.py records it, built here from two steps of weights,
 # with each fault as torchao's FSDP float8 path once had one.
 FSDP_FAULTS = (
@@ -31,17 +31,17 @@ def _fsdp_run(fault: str | None) -> tuple[dict, list]:
     for s, weights in enumerate(steps):
         for w in (weights[0], weights[1], weights[1], weights[0]):  # forward, then backward
             source = steps[0][0 if w.shape[0] == 8 else 1] if fault == FSDP_FAULTS[1] and s == 1 else w
-            codes, scale = fsdp_checks.reference_cast(source)
+            codes, scale = fsdp_float8.reference_cast(source)
             if fault == FSDP_FAULTS[0]:  # the amax of rank 0's half of the rows only
-                codes, scale = fsdp_checks.reference_cast(source[: source.shape[0] // 2])
+                codes, scale = fsdp_float8.reference_cast(source[: source.shape[0] // 2])
                 codes = torch.cat([codes, codes])  # (each rank casts its shard with its own scale)
             if fault == FSDP_FAULTS[2]:
                 codes = source.to(torch.bfloat16).view(torch.uint8).reshape(source.shape[0], -1)
             if fault == FSDP_FAULTS[3]:  # MixedPrecisionPolicy's bfloat16 copy cast, not the master weight
-                codes, scale = fsdp_checks.reference_cast(source.to(torch.bfloat16).float())
+                codes, scale = fsdp_float8.reference_cast(source.to(torch.bfloat16).float())
             gathers.append({"codes": codes, "scale": scale, "reused_buffer": s == 1, "dtype": "torch.float8_e4m3fn"})
         shard_scales = [
-            fsdp_checks.reference_cast(w[: w.shape[0] // 2] if fault == FSDP_FAULTS[0] else w)[1] for w in weights
+            fsdp_float8.reference_cast(w[: w.shape[0] // 2] if fault == FSDP_FAULTS[0] else w)[1] for w in weights
         ]
         scales.append(shard_scales)
     return {"all_gathers": gathers, "precomputed_scales": scales[1:] + [scales[1]]}, steps
@@ -49,7 +49,7 @@ def _fsdp_run(fault: str | None) -> tuple[dict, list]:
 
 def fsdp_fault_caught(fault: str | None) -> bool:
     run, steps = _fsdp_run(fault)
-    return bool(fsdp_checks.all_gather_differences(run, steps))
+    return bool(fsdp_float8.all_gather_differences(run, steps))
 
 
 @pytest.mark.parametrize("fault", FSDP_FAULTS)
@@ -60,22 +60,22 @@ def test_fsdp_float8_all_gather_fault_is_caught(fault):
 
 def test_a_precomputed_scale_from_a_shard_is_caught():
     run, steps = _fsdp_run(None)
-    assert not fsdp_checks.precomputed_scale_differences(run, [steps[1], steps[1]])
+    assert not fsdp_float8.precomputed_scale_differences(run, [steps[1], steps[1]])
     broken, _ = _fsdp_run(FSDP_FAULTS[0])
-    assert fsdp_checks.precomputed_scale_differences(broken, [steps[1], steps[1]])
+    assert fsdp_float8.precomputed_scale_differences(broken, [steps[1], steps[1]])
 
 
 def test_a_precomputed_scale_through_float16_is_caught():
     """A small weight (amax below 448 / 65504): its scale overflows float16; one computed or kept
     in float16 is inf, one through bfloat16 is rounded: either differs from the reference."""
     small = [torch.randn(8, 4, generator=torch.Generator().manual_seed(1)) * 1e-4]
-    want = fsdp_checks.reference_cast(small[0])[1]
+    want = fsdp_float8.reference_cast(small[0])[1]
     for dtype in (torch.float16, torch.bfloat16):
         run = {"precomputed_scales": [[want.to(dtype).float()]]}
-        assert fsdp_checks.precomputed_scale_differences(run, [small]), dtype
+        assert fsdp_float8.precomputed_scale_differences(run, [small]), dtype
 
 
-# --- a sharded model through a distributed checkpoint, through fsdp_checks.resumed_differences ------
+# --- a sharded model through a distributed checkpoint, through fsdp_float8.resumed_differences ------
 def _resumed(lost_shard: bool) -> tuple[dict, dict]:
     """An unsharded run of 3 steps and one resumed from its checkpoint after 2, faithful or with
     rank 1's half of the first weight brought back as zeros (a shard DCP did not read)."""
@@ -89,9 +89,9 @@ def _resumed(lost_shard: bool) -> tuple[dict, dict]:
 
 def dcp_shard_fault_caught() -> bool:
     resumed, unsharded = _resumed(lost_shard=True)
-    return bool(fsdp_checks.resumed_differences(resumed, unsharded, at=2))
+    return bool(fsdp_float8.resumed_differences(resumed, unsharded, at=2))
 
 
 def test_a_distributed_checkpoint_that_loses_a_shard_is_caught():
-    assert not fsdp_checks.resumed_differences(*_resumed(lost_shard=False), at=2)
+    assert not fsdp_float8.resumed_differences(*_resumed(lost_shard=False), at=2)
     assert dcp_shard_fault_caught()

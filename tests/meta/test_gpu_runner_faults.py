@@ -10,8 +10,8 @@ import dataclasses
 import pytest
 import torch
 
+from fp8ref.harness.native import device_only_ops as dno
 from fp8ref.harness.speed.fp8_path import scaled_mm_calls
-from tests.common import device_native_ops as dno
 
 CPU = {"cat": {"e4m3fn": "runs"}, "mm": {"e4m3fn": "refused"}, "frobnicate": {"e4m3fn": "refused"}}
 # the device runs mm (a reason: checked elsewhere), cat (a kind) and frobnicate (neither) on float8

@@ -1,7 +1,7 @@
 """Grouped GEMMs: a stand-in that multiplies the last group by the first expert's weight, one that
 reads the group offsets one row off, and an MXFP8 weight gradient whose blocks of 32 tokens run
 across experts; each through the checks tests/cpu/install/test_grouped_gemm.py runs
-(tests/common/grouped_checks.py), which must report it."""
+(fp8ref/harness/gemm/grouped_bounds.py), which must report it."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 import torch
 
+from fp8ref.harness.gemm import grouped_bounds as gc
 from fp8ref.reference import grouped as ref
-from tests.common import grouped_checks as gc
 
 
 def _autograd(fn):

@@ -14,17 +14,17 @@ import torch
 from fp8ref.harness.casts.cast_inputs import all_16bit_inputs
 from fp8ref.harness.casts.conformance import float64_rounding
 from fp8ref.harness.casts.implementations import Implementation
-from fp8ref.reference.codec import decode, encode
-from fp8ref.reference.formats import E4M3FN, E5M2
-from tests.common.conformance_checks import (
+from fp8ref.harness.casts.input_space import (
     as_matrix,
     decode_mismatches,
     layout_bit_mismatches,
     layout_mismatches,
 )
+from fp8ref.reference.codec import decode, encode
+from fp8ref.reference.formats import E4M3FN, E5M2
 
 
-# --- the input space around a cast, through tests/common/conformance_checks and float64_rounding --------
+# --- the input space around a cast, through fp8ref/harness/casts/input_space and float64_rounding --------
 def _as_if_contiguous(view: torch.Tensor) -> torch.Tensor:
     """Reads a view's memory as if it were laid out contiguously from its offset (a kernel that
     ignores strides)."""

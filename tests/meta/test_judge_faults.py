@@ -22,12 +22,12 @@ from typing import Any
 import pytest
 import torch
 
-from fp8ref.harness.gemm import grouped
+from fp8ref.harness.ao import mx_modes
+from fp8ref.harness.gemm import grouped, grouped_bounds
 from fp8ref.harness.profiles.golden import compare_with_golden
 from fp8ref.harness.profiles.profile_file import load
 from fp8ref.harness.stack.refusals import is_refusal
 from fp8ref.reference.formats import E4M3FN
-from tests.common import grouped_checks, mx_checks
 from tests.common.inside_install import inside
 from tests.common.paths import GOLDEN
 
@@ -64,7 +64,7 @@ def _mutated(module: ModuleType, name: str, old: str, new: str) -> Callable[...,
 
 # --- a typo in a check ---------------------------------------------------------------------------
 def _grouped_test(skip_unless: Any) -> None:  # tests/cpu/install/test_grouped_gemm.py's body
-    refused, problem = grouped_checks.check_grouped_mm("cpu", "ragged")
+    refused, problem = grouped_bounds.check_grouped_mm("cpu", "ragged")
     skip_unless(refused, "torch._grouped_mm on cpu")
     assert problem is None, problem
 
@@ -72,21 +72,21 @@ def _grouped_test(skip_unless: Any) -> None:  # tests/cpu/install/test_grouped_g
 def _mx_test(skip_unless: Any) -> None:  # tests/cpu/install/test_mx_modes.py's, on the reference
     from tests.meta.test_mx_mode_faults import right
 
-    r = mx_checks.check_mx_mode(right, E4M3FN, "floor", 32)
+    r = mx_modes.check_mx_mode(right, E4M3FN, "floor", 32)
     skip_unless(r.refused, "MX floor, blocks of 32")
     assert r.problem is None, r.problem
 
 
 TYPOS = {
-    "grouped GEMMs: the step": (grouped_checks, "run", "out.detach()", "out.detatch()", _grouped_test),
+    "grouped GEMMs: the step": (grouped_bounds, "run", "out.detach()", "out.detatch()", _grouped_test),
     "grouped GEMMs: the comparison": (
-        grouped_checks,
+        grouped_bounds,
         "_compare",
         "got[name].detach()",
         "got[name].detatch()",
         _grouped_test,
     ),
-    "MX scale modes: the scales read back": (mx_checks, "check_mx_mode", "scale.reshape(", "scale.reshap(", _mx_test),
+    "MX scale modes: the scales read back": (mx_modes, "check_mx_mode", "scale.reshape(", "scale.reshap(", _mx_test),
 }
 
 
@@ -104,7 +104,7 @@ def test_a_refusal_shaped_error_inside_a_check_fails_it(monkeypatch):
     than skips as "the install refused"."""
     old, new = "got[name].detach().double().cpu()", "got[name].detach().to(torch.float8_e4m3fn).sum().double().cpu()"
     assert _outcome(_grouped_test) == "passed"
-    monkeypatch.setattr(grouped_checks, "_compare", _mutated(grouped_checks, "_compare", old, new))
+    monkeypatch.setattr(grouped_bounds, "_compare", _mutated(grouped_bounds, "_compare", old, new))
     assert _outcome(_grouped_test) == "failed: NotImplementedError"
 
 
@@ -169,7 +169,7 @@ def test_a_library_assertion_on_a_supported_input_fails():
         "    return torch._grouped_mm(a, b, offs=offs)\n",
     )
     with pytest.raises(AssertionError, match="offsets look unsorted") as info:
-        grouped_checks.check_grouped_mm("cpu", "aligned", fn=asserts)
+        grouped_bounds.check_grouped_mm("cpu", "aligned", fn=asserts)
     assert not is_refusal(info.value)
 
 
@@ -188,8 +188,8 @@ def test_a_torchao_assertion_on_a_supported_block_size_fails():
         return asserting_to_mx(x, fmt, block_size, mode, to_mx=ao.to_mx)
 
     with pytest.raises(AssertionError, match="scale computation drifted"):
-        mx_checks.check_mx_mode(to_mx, E4M3FN, "rceil", 32)
-    assert mx_checks.check_mx_mode(to_mx, E4M3FN, "floor", 32).refused is None
+        mx_modes.check_mx_mode(to_mx, E4M3FN, "rceil", 32)
+    assert mx_modes.check_mx_mode(to_mx, E4M3FN, "floor", 32).refused is None
 
 
 # --- a torch._check that starts refusing a case the golden says runs ------------------------------

@@ -12,14 +12,12 @@ import dataclasses
 import pytest
 import torch
 
+from fp8ref.harness.ao.float8_linear import gemm_operand_mismatches
 from fp8ref.reference.formats import E4M3FN, E5M2
 from fp8ref.reference.recipes import RECIPES
-from tests.common.conformance_checks import (
-    gemm_operand_mismatches,
-)
 
 
-# --- Float8Linear's GEMMs one by one, through tests/common/conformance_checks.gemm_operand_mismatches ------
+# --- Float8Linear's GEMMs one by one, through fp8ref/harness/ao/float8_linear.gemm_operand_mismatches ------
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("gemm", ["output", "grad_input", "grad_weight"])
 def test_a_gemm_whose_operand_cast_changed_is_caught_alone(gemm):
@@ -88,7 +86,7 @@ def test_an_mx_amax_taken_through_bfloat16_is_caught():
     assert not torch.equal(right, through_bf16)
 
 
-# --- pad_inner_dim, through tests/common/float8linear_checks.check_pad_inner_dim -------------------
+# --- pad_inner_dim, through fp8ref/harness/ao/float8_linear.check_pad_inner_dim -------------------
 def _pad_with_ones(tensor: torch.Tensor, dims: int | tuple[int, ...]) -> torch.Tensor:
     from torchao.float8.float8_utils import pad_tensor_for_matmul
 
@@ -112,7 +110,7 @@ PAD_FAULTS = {"pads K with the code of 1.0": _pad_with_ones, "pads K to a multip
 
 
 def pad_fault_caught(fault: str) -> bool:
-    from tests.common.float8linear_checks import check_pad_inner_dim
+    from fp8ref.harness.ao.float8_linear import check_pad_inner_dim
 
     return check_pad_inner_dim("tensorwise", "cpu", pad=PAD_FAULTS[fault]) is not None
 

@@ -5,10 +5,10 @@ powers of two, an RCEIL that is FLOOR, a block size that is always 32, each thro
 import pytest
 import torch
 
+from fp8ref.harness.ao.mx_modes import as_held, check_mx_mode
 from fp8ref.reference.formats import E2M1FN, E4M3FN, FloatFormat
 from fp8ref.reference.quantize import quantize, quantize_with_scale
 from fp8ref.reference.scaling import amax, mx
-from tests.common.mx_checks import as_held, check_mx_mode
 
 
 def right(x, fmt, block_size, mode):

@@ -11,10 +11,18 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from fp8ref.harness.state.fp8_optimizer import (
+    BETAS,
+    EPS,
+    LR,
+    WD,
+    check_state_quantization,
+    check_steps,
+    float32_adamw_gap,
+)
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E5M2, FloatFormat
 from fp8ref.reference.optim_state import dequantize_state, quantize_state
-from tests.common.optim_checks import BETAS, EPS, LR, WD, check_state_quantization, check_steps, float32_adamw_gap
 
 
 def _state(codes: torch.Tensor, scale: torch.Tensor, fmt: FloatFormat = E4M3FN) -> SimpleNamespace:

@@ -1,4 +1,4 @@
-"""Scales at the edges a float32 log2 decides, through tests/common/scale_edge_checks.py (which
+"""Scales at the edges a float32 log2 decides, through fp8ref/harness/ao/scale_edges.py (which
 tests/cpu/install/test_torchao_scales.py and test_mx_linear.py hold torchao to): a named deviation
 is excused only for its exact answer, so a pow2 rounding that rounds up, or to the nearest power
 of two, or gives one ulp below 2^k twice the deviation's answer, is caught, and so are an RCEIL
@@ -8,11 +8,11 @@ answer pass (the deviation counted)."""
 import pytest
 import torch
 
+from fp8ref.harness.ao import scale_edges as sec
 from fp8ref.harness.casts.deviations import POW2_SCALE_DEVIATIONS, TORCHAO_RCEIL_F32_LOG2
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import amax, amax_to_scale, mx, round_down_to_pow2
-from tests.common import scale_edge_checks as sec
 
 
 def _through_f32_log2(s: torch.Tensor) -> torch.Tensor:

@@ -11,19 +11,15 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fp8ref.harness.ao.scales_and_recipes import recipe_table_diffs, scale_inputs, scale_mismatch
+from fp8ref.harness.oracles.delayed_scaling import delayed_mismatch
 from fp8ref.reference.delayed import DelayedScaling
 from fp8ref.reference.formats import E4M3FN
 from fp8ref.reference.recipes import RECIPES
 from fp8ref.reference.scaling import EPS, amax, axiswise, compute_scale, round_down_to_pow2, tensorwise
-from tests.common.conformance_checks import (
-    delayed_mismatch,
-    recipe_table_diffs,
-    scale_inputs,
-    scale_mismatch,
-)
 
 
-# --- scales, through tests/common/conformance_checks.scale_mismatch -----------------------------------
+# --- scales, through fp8ref/harness/ao/scales_and_recipes.scale_mismatch -----------------------------------
 def _no_eps_clamp(x, fmt, g, pow2):
     s = (fmt.max / amax(x, g).double()).float()
     return round_down_to_pow2(s) if pow2 else s

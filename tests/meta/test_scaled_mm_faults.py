@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import torch
 
-from tests.common import scaled_mm_checks
+from fp8ref.harness.gemm import scaled_mm_regressions
 
-# --- _scaled_mm, through tests/common/scaled_mm_checks.excess -------------------------------------------
-# faults of tests/common/scaled_mm_checks.stand_in: bfloat16 keeps 7 mantissa bits of its partial sums
+# --- _scaled_mm, through fp8ref/harness/gemm/scaled_mm_regressions.excess -------------------------------------------
+# faults of fp8ref/harness/gemm/scaled_mm_regressions.stand_in: bfloat16 keeps 7 mantissa bits of its partial sums
 MM_FAULTS: dict[str, dict[str, Any]] = {
     "divides by its scales": {"scales_inverted": True},
     "accumulates in bfloat16": {"keep_bits": 7},
@@ -22,11 +22,11 @@ MM_FAULTS: dict[str, dict[str, Any]] = {
 
 
 def scaled_mm_excess(fault: str | None) -> str | None:
-    c = scaled_mm_checks.case(32, 64, 48, "rowwise", "cpu")
+    c = scaled_mm_regressions.case(32, 64, 48, "rowwise", "cpu")
     real = torch._scaled_mm
-    torch._scaled_mm = scaled_mm_checks.stand_in(**({} if fault is None else MM_FAULTS[fault]))
+    torch._scaled_mm = scaled_mm_regressions.stand_in(**({} if fault is None else MM_FAULTS[fault]))
     try:
-        return scaled_mm_checks.excess(c, scaled_mm_checks.run(c, torch.float32), torch.float32)
+        return scaled_mm_regressions.excess(c, scaled_mm_regressions.run(c, torch.float32), torch.float32)
     finally:
         torch._scaled_mm = real
 

@@ -1,4 +1,4 @@
-"""``_scaled_mm`` at realistic sizes (tests/common/scaled_mm_quality.py, the check of
+"""``_scaled_mm`` at realistic sizes (fp8ref/harness/gemm/scaled_mm_quality.py, the check of
 tests/gpu/test_scaled_mm_quality.py): stand-ins on the CPU that round the output toward zero,
 round the scales through bfloat16, drop a scale or transpose the rowwise scales, each caught by the
 derived bound; the first two pass DeepGEMM's acceptance (calc_diff < 1e-3, SQNR >= 25 dB), which
@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from tests.common import scaled_mm_quality as q
+from fp8ref.harness.gemm import scaled_mm_quality as q
 
 SHAPE = (128, 256, 128)  # M = N, so rowwise scales can be read along the wrong axis
 

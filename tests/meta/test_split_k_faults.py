@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fp8ref.harness.gemm.gemm_probes import accumulator_bits, promotion_interval
-from tests.common.scaled_mm_checks import stand_in
+from fp8ref.harness.gemm.scaled_mm_regressions import stand_in
 
 HOPPER_LIKE_FAST = {"keep_bits": 13}  # about 13 bits, never promoted: Hopper's fast accumulation
 

@@ -13,7 +13,7 @@ import types
 import pytest
 
 from fp8ref.harness.ao import coverage, surface
-from tests.common.coverage_checks import absent_checks
+from tests.common.paths import ROOT
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -76,4 +76,6 @@ def test_the_stand_in_without_changes_is_covered():
 
 def test_a_coverage_row_naming_a_check_nobody_wrote_is_caught():
     table = {"ScaleCalculationMode.FLOOR": ("tests/cpu/install/test_mx_modes.py::test_floor_is_checked_somewhere",)}
-    assert absent_checks(table) == [f"ScaleCalculationMode.FLOOR: {table['ScaleCalculationMode.FLOOR'][0]}"]
+    assert coverage.absent_checks(table, ROOT) == [
+        f"ScaleCalculationMode.FLOOR: {table['ScaleCalculationMode.FLOOR'][0]}"
+    ]

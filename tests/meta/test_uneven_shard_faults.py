@@ -1,4 +1,4 @@
-"""FSDP2's float8 all-gather of uneven shards, through ``fsdp_checks.uneven_shards_problem`` (which
+"""FSDP2's float8 all-gather of uneven shards, through ``fsdp_float8.uneven_shards_problem`` (which
 tests/cpu/install/test_fsdp_float8.py holds tests/scripts/fsdp_float8.py's results to): on an
 install known to abort a gloo rank there, a run that goes through (the expectation is stale), a
 Python error instead of the abort, or a rank ended by another signal; on any other install, an
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.common import fsdp_checks
+from fp8ref.harness.distributed import fsdp_float8
 
-ABORTS = {"torch": "2.13.0+cpu", "torchao": "0.18.0"}  # one of fsdp_checks.UNEVEN_SHARDS_ABORT
+ABORTS = {"torch": "2.13.0+cpu", "torchao": "0.18.0"}  # one of fsdp_float8.UNEVEN_SHARDS_ABORT
 RUNS = {"torch": "2.12.1", "torchao": "0.18.0"}  # not one of them
 SIGABRT = {"error": "crashed: ProcessExitedException: process 1 terminated with signal SIGABRT", "signal": "SIGABRT"}
 SIGSEGV = {"error": "crashed: ProcessExitedException: process 0 terminated with signal SIGSEGV", "signal": "SIGSEGV"}
@@ -24,7 +24,7 @@ def _run() -> tuple[dict, dict]:
     weights = [torch.randn(7, 4, generator=gen), torch.randn(2, 7, generator=gen)]
     gathers = []
     for w in (weights[0], weights[1], weights[1], weights[0]):  # forward, then backward
-        codes, scale = fsdp_checks.reference_cast(w)
+        codes, scale = fsdp_float8.reference_cast(w)
         gathers.append({"codes": codes, "scale": scale, "reused_buffer": False, "dtype": "torch.float8_e4m3fn"})
     final = {"0.weight": weights[0] - 0.1, "2.weight": weights[1] - 0.1}
     unsharded = {"losses": [1.0], "grads": {"0.weight": weights[0] * 0.5}, "weights": final}
@@ -68,17 +68,17 @@ FAULTS = (
 
 
 def uneven_fault_caught(fault: str) -> bool:
-    return fsdp_checks.uneven_shards_problem(_case(fault)) is not None
+    return fsdp_float8.uneven_shards_problem(_case(fault)) is not None
 
 
 @pytest.mark.parametrize("case", ["expected abort", "a run that matches"])
 def test_the_expected_outcome_passes(case):
-    problem = fsdp_checks.uneven_shards_problem(_case(case))
+    problem = fsdp_float8.uneven_shards_problem(_case(case))
     assert problem is None, problem
 
 
 def test_a_stale_expectation_says_so():
-    problem = fsdp_checks.uneven_shards_problem(_case(FAULTS[0]))
+    problem = fsdp_float8.uneven_shards_problem(_case(FAULTS[0]))
     assert problem is not None and "the expectation is stale" in problem, problem
 
 

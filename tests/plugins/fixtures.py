@@ -109,6 +109,28 @@ def gpu_device(request: pytest.FixtureRequest) -> str:
     pytest.skip(f"needs a CUDA GPU ({problem}); --fp8-dry-run runs this test on the CPU instead")
 
 
+@pytest.fixture
+def full_float32():
+    """TF32 off for the test, restored after: for torchao layers that emulate FP8 by float32
+    matmuls of the dequantized operands (``emulate=True``), compared bit for bit with each other
+    or within a bound that assumes float32 products. (TF32 exists on CUDA only: on the CPU this
+    changes nothing.)"""
+    from fp8ref.reference.emulate import full_float32_matmuls
+
+    with full_float32_matmuls():
+        yield
+
+
+@pytest.fixture
+def device(request: pytest.FixtureRequest) -> str:
+    """The device of a test parametrized by ``tests.common.params.on_devices``: "cpu" for its cpu
+    case, ``gpu_device``'s answer for its cuda case."""
+    case = getattr(request, "param", None)
+    if case not in ("cpu", "cuda"):
+        raise pytest.UsageError(f"{request.node.nodeid}: parametrize 'device' with tests.common.params.on_devices")
+    return "cpu" if case == "cpu" else request.getfixturevalue("gpu_device")
+
+
 @dataclasses.dataclass(frozen=True)
 class Golden:
     """Where the golden tests look: ``--fp8-golden PATH`` (``owned``: the user's own file or

@@ -1,4 +1,5 @@
-"""Which tests run: markers applied by folder, and the one gating rule.
+"""Which tests run: markers applied by folder (but to a test that carries its own cpu or gpu
+mark: the two cases of a test parametrized by device), and the one gating rule.
 
 ``@pytest.mark.needs("pkg", ...)`` skips a test, naming the package and the extra that installs
 it, when a package is not installed; for torchao it also skips when torchao is installed but
@@ -48,7 +49,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             folder = (top, sub)
         except ValueError:  # a test file outside the repository (given on the command line)
             folder = ("", "")
-        for mark in _FOLDER_MARKS.get(folder, ()):
+        # a test parametrized by device (tests.common.params.on_devices) carries its own cpu or gpu mark
+        own = item.get_closest_marker("cpu") or item.get_closest_marker("gpu")
+        for mark in () if own else _FOLDER_MARKS.get(folder, ()):
             item.add_marker(mark)
         if item.get_closest_marker("slow") and not slow:
             item.add_marker(pytest.mark.skip(reason="slow: run with --fp8-slow"))

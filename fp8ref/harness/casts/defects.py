@@ -90,7 +90,7 @@ KNOWN_FAILURES = {
         "FSDP2's float8 all-gather of a weight whose rows do not split evenly over the ranks (127 rows over two) "
         "aborts a gloo rank (SIGABRT: the all-gather's sizes disagree); without float8 all-gather it runs",
         "torch 2.9.1 + torchao 0.17.0, 2.13.0, 2.14.1 and 2.15.0 + torchao 0.18.0 on the CPU "
-        "(tests/common/fsdp_checks.py, UNEVEN_SHARDS_ABORT)",
+        "(fp8ref/harness/distributed/fsdp_float8.py, UNEVEN_SHARDS_ABORT)",
     ),
 }
 

@@ -4,7 +4,7 @@ torchao's ``prototype.moe_training`` (FP8 rowwise through ``_scaled_grouped_mm``
 emulated path built on ``to_mx`` that runs anywhere). Each takes tokens ``a`` (M, K) sorted by
 expert, the experts' weights ``b`` (E, K, N) and the groups' end rows ``offs`` (int32), and returns
 the output (M, N) in autograd, so a backward gives both gradients. Held to
-``reference.grouped`` by tests/common/grouped_checks.py; which ones run is pinned
+``reference.grouped`` by fp8ref/harness/gemm/grouped_bounds.py; which ones run is pinned
 (``grouped.*``). Written against torch 2.9-2.15 and torchao 0.17-0.18.
 """
 
@@ -84,7 +84,7 @@ def _runs(fn: Callable[..., torch.Tensor], sizes: tuple[int, ...], device: str) 
 
 def outcomes(device: str = "cpu", torchao: bool = True) -> dict[str, str]:
     """``grouped.<path>``: which grouped GEMMs run forward and backward here (the profile's keys;
-    their numbers are held to the reference by tests/common/grouped_checks.py): groups of 32, 0,
+    their numbers are held to the reference by fp8ref/harness/gemm/grouped_bounds.py): groups of 32, 0,
     64 tokens, and for torchao's MXFP8 also 16, 0, 24 (not a multiple of 32), padded or not."""
     aligned, ragged = (32, 0, 64), (16, 0, 24)
     out = {"grouped.torch._grouped_mm": _runs(torch_grouped_mm, ragged, device)}

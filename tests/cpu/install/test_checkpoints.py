@@ -12,8 +12,8 @@ import torch
 
 from fp8ref.harness.stack import probes
 from fp8ref.harness.state.keeping import subclass_examples
+from fp8ref.harness.state.resume import check_resume, kept_problem, through_dcp
 from fp8ref.reference.recipes import TORCHAO_RECIPES
-from tests.common.checkpoint_checks import assert_kept, check_resume, through_dcp
 from tests.common.params import TORCH_FORMATS
 
 SUBCLASSES = ["mx_e4m3", "mx_e5m2", "mx_fp4", "mx_e4m3_swizzled", "nvfp4_single", "nvfp4_two_level"]
@@ -24,13 +24,15 @@ SUBCLASSES += ["float8_tensorwise", "float8_rowwise"]
 def test_every_code_of_a_float8_tensor_survives_every_checkpoint_path(fmt, skip_unless, record_observation):
     skip_unless(probes.torch_dtype_refusal(fmt), f"holds {fmt.name}")
     t = torch.arange(256, dtype=torch.int32).to(torch.uint8).reshape(16, 16).view(fmt.torch_dtype())
-    assert_kept(t.t(), f"{fmt.name} tensor", record_observation)  # a transposed view: values, in order
+    problem = kept_problem(t.t(), f"{fmt.name} tensor", record_observation)  # a transposed view: values, in order
+    assert problem is None, problem
 
 
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("kind", SUBCLASSES)
 def test_torchao_subclass_keeps_every_field_through_every_checkpoint_path(kind, record_observation):
-    assert_kept(subclass_examples()[kind](), f"torchao {kind}", record_observation)
+    problem = kept_problem(subclass_examples()[kind](), f"torchao {kind}", record_observation)
+    assert problem is None, problem
 
 
 @pytest.mark.needs("torchao")

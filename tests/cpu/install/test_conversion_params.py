@@ -1,10 +1,10 @@
 """``convert_to_float8_training`` and a model's parameters: tied weights, module filters by fully
-qualified name, an optimizer built before conversion (tests/common/conversion_checks.py)."""
+qualified name, an optimizer built before conversion (fp8ref/harness/state/conversion.py)."""
 
 import pytest
 
 from fp8ref.harness.stack import probes
-from tests.common.conversion_checks import CHECKS, torchao_convert
+from fp8ref.harness.state.conversion import CHECKS, torchao_convert
 
 pytestmark = pytest.mark.needs("torchao")
 

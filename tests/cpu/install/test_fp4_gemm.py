@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from fp8ref.harness.gemm import fp4_gemm
+from fp8ref.harness.gemm.fp4_gemm_bound import CASES, excess
 from fp8ref.harness.stack import probes
 from fp8ref.reference.codec import decode, unpack_fp4
 from fp8ref.reference.formats import E2M1FN, E4M3FN, E8M0FNU
-from tests.common.fp4_gemm_checks import CASES, excess
 
 
 @pytest.mark.needs("torchao")

@@ -8,7 +8,7 @@ included. The step is compiled by torchao (seconds on a CPU): that test runs wit
 import pytest
 import torch
 
-from tests.common.optim_checks import (
+from fp8ref.harness.state.fp8_optimizer import (
     LR,
     adamw_fp8,
     adamw_fp8_step_refusal,
@@ -41,7 +41,7 @@ def test_fp8_optimizer_state_is_the_reference_quantization():
 @pytest.mark.slow
 def test_adamw_fp8_steps_are_adamw_on_the_reference_state(skip_unless, record_observation):
     """Each step's state codes and block scales, and the parameter, against the reference AdamW
-    whose moments go through fp8ref's FP8 state (tests/common/optim_checks.py). The gap to plain
+    whose moments go through fp8ref's FP8 state (fp8ref/harness/state/fp8_optimizer.py). The gap to plain
     float32 AdamW is recorded beside it (what the FP8 state costs)."""
     skip_unless(adamw_fp8_step_refusal(), "torchao's AdamWFp8 step on cpu")
     problem = check_steps(adamw_fp8)

@@ -10,7 +10,7 @@ buffer or precomputed scale not refreshed after the optimizer step, an all-gathe
 carries bf16 instead of float8, an all-gather under a mixed-precision policy that casts the
 bfloat16 parameter copy instead of the float32 master weight, a scale kept in a dtype too narrow
 for a small weight's. Uneven shards run last in the same workers: the installs known to abort
-there are expected to (``fsdp_checks.UNEVEN_SHARDS_ABORT``), any other must run them. Float8
+there are expected to (``fsdp_float8.UNEVEN_SHARDS_ABORT``), any other must run them. Float8
 tensor parallel (``Float8ColwiseParallel``, ``Float8RowwiseParallel``) runs in the same process
 group."""
 
@@ -19,9 +19,7 @@ from typing import Any
 import pytest
 import torch
 
-from fp8ref.reference.recipes import GemmRecipe
-from tests.common.beside import script
-from tests.common.fsdp_checks import (
+from fp8ref.harness.distributed.fsdp_float8 import (
     all_gather_differences,
     precomputed_scale_differences,
     resumed_differences,
@@ -30,6 +28,8 @@ from tests.common.fsdp_checks import (
     uneven_shards_problem,
     weights_after_steps,
 )
+from fp8ref.reference.recipes import GemmRecipe
+from tests.common.beside import script
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -188,7 +188,7 @@ def test_mixed_precision_all_gathers_cast_the_float32_master_weight(results, ran
     run = _run(results, rank, name)
     before = run["weights_before_step"]
     assert all(w.dtype == torch.float32 for step in before for w in step)
-    from tests.common.fsdp_checks import reference_cast
+    from fp8ref.harness.distributed.fsdp_float8 import reference_cast
 
     assert any(
         not torch.equal(reference_cast(w)[0], reference_cast(w.bfloat16().float())[0]) for step in before for w in step
@@ -204,7 +204,7 @@ def test_precomputed_scale_of_a_small_weight_is_the_reference_scale(results, ran
     fp8ref's scale, for it and for the ordinary layer, after each step."""
     run = _run(results, rank, name)
     after = [*run["weights_before_step"][1:], [run["weights"][k] for k in ("0.weight", "2.weight")]]
-    from tests.common.fsdp_checks import reference_cast
+    from fp8ref.harness.distributed.fsdp_float8 import reference_cast
 
     assert reference_cast(after[0][0])[1].item() > torch.finfo(torch.float16).max
     diffs = precomputed_scale_differences(run, after)
@@ -213,7 +213,7 @@ def test_precomputed_scale_of_a_small_weight_is_the_reference_scale(results, ran
 
 def test_uneven_shards_match_the_unsharded_model_or_abort_where_known(results, record_observation, record_defect):
     """A weight of 127 rows over two ranks (64 + 63): FSDP2 pads the shorter shard. On the installs
-    known to abort here (``fsdp_checks.UNEVEN_SHARDS_ABORT``: torch 2.9.1 + torchao 0.17.0, 2.13.0,
+    known to abort here (``fsdp_float8.UNEVEN_SHARDS_ABORT``: torch 2.9.1 + torchao 0.17.0, 2.13.0,
     2.14.1 and 2.15.0 + torchao 0.18.0; on gloo the all-gather's sizes disagree and gloo's enforce ends a
     rank with SIGABRT, while without float8 all-gather the same model runs) the test passes only if
     a rank aborts exactly so; any other error fails, and a run that goes through fails saying the

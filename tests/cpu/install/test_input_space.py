@@ -17,12 +17,7 @@ from fp8ref.harness.casts.cast_inputs import (
 )
 from fp8ref.harness.casts.conformance import float64_rounding
 from fp8ref.harness.casts.implementations import ml_dtypes_cast, torch_cast
-from fp8ref.harness.stack import probes
-from fp8ref.reference.codec import decode, encode
-from fp8ref.reference.formats import E4M3FN, E5M2, FloatFormat, select
-from fp8ref.reference.quantize import quantize
-from fp8ref.reference.scaling import axiswise, tensorwise
-from tests.common.conformance_checks import (
+from fp8ref.harness.casts.input_space import (
     as_matrix,
     decode_mismatches,
     layout_bit_mismatches,
@@ -30,6 +25,11 @@ from tests.common.conformance_checks import (
     layouts,
     same_bits,
 )
+from fp8ref.harness.stack import probes
+from fp8ref.reference.codec import decode, encode
+from fp8ref.reference.formats import E4M3FN, E5M2, FloatFormat, select
+from fp8ref.reference.quantize import quantize
+from fp8ref.reference.scaling import axiswise, tensorwise
 from tests.common.params import TORCH_FORMATS
 
 TARGETS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]

@@ -12,14 +12,15 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from fp8ref.harness.ao import mx_kernels as mkc
+from fp8ref.harness.ao import scale_edges as sec
 from fp8ref.harness.gemm import fp4_gemm
 from fp8ref.harness.stack.refusals import attempt
 from fp8ref.reference import nvfp4
 from fp8ref.reference.formats import E2M1FN, E4M3FN, E5M2
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import mx
-from tests.common import mx_kernel_checks as mkc
-from tests.common import scale_edge_checks as sec
+from tests.common.params import on_devices
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -34,18 +35,19 @@ def test_mx_weight_in_f_linear_matches_the_reference_gemm(w_fmt, a_fmt, mode):
     MX quantization, emulated on the CPU: KernelPreference.EMULATED): the product of fp8ref's MX
     casts of x and w (blocks of 32 along K for both, w transposed by the op), within one bfloat16
     rounding of the output and float32 accumulation: |torchao - ref| <= u|y| + (K + 1) 2^-24 sum|a||b|
-    (tests/common/mx_kernel_checks.py)."""
+    (fp8ref/harness/ao/mx_kernels.py)."""
     refused, problem = mkc.check_mx_linear("cpu", w_fmt, a_fmt, mode, "EMULATED")
     assert refused is None and problem is None, refused or problem
 
 
+@on_devices()
 @pytest.mark.parametrize("two_level", [False, True], ids=["one-level", "two-level"])
 @pytest.mark.parametrize("layout", list(mkc.NVFP4_LAYOUTS))
-def test_nvfp4_quantizes_alike_in_every_scale_layout(layout, two_level, skip_unless):
+def test_nvfp4_quantizes_alike_in_every_scale_layout(layout, two_level, device, skip_unless):
     """NVFP4Tensor with row-major or swizzled block scales, and through torchao's Triton quantize
     kernel where this install has it: the same values as the reference's NVFP4 quantization."""
-    refused, problem = mkc.check_nvfp4_layout("cpu", layout, two_level)
-    skip_unless(refused, f"torchao's NVFP4 {layout} quantization on cpu")
+    refused, problem = mkc.check_nvfp4_layout(device, layout, two_level)
+    skip_unless(refused, f"torchao's NVFP4 {layout} quantization on {device}")
     assert problem is None, problem
 
 
@@ -66,23 +68,10 @@ def mx_linear_backward_refusal() -> str | None:
     return None if ok else str(result)
 
 
-def mx_grad_input_problem(grad: torch.Tensor, w: torch.Tensor) -> str | None:
-    """The input gradient of ``F.linear(x, MXTensor(w)).sum()``: ones @ W for W fp8ref's MX E4M3
-    cast of w, in blocks of 32 along K (the forward's cast) or along N (the backward GEMM's
-    contraction), within one bfloat16 rounding and float32 accumulation (``mkc._bounded``)."""
-    ones = torch.ones(grad.shape[0], w.shape[0])
-    casts = {
-        "along K": quantize(w, E4M3FN, mx(32)).dequantize(torch.float32),
-        "along N": quantize(w.t().contiguous(), E4M3FN, mx(32)).dequantize(torch.float32).t(),
-    }
-    problems = [mkc._bounded(grad, ones, wq.t(), "cpu", f"MX grad_input, w cast {how}") for how, wq in casts.items()]
-    return None if None in problems else "; ".join(p for p in problems if p)
-
-
 def test_mx_linear_backward_is_the_product_of_the_casts(skip_unless, record_observation):
     """Backward through an MXTensor weight in F.linear: whether it runs is implementation-defined
     (torchao 0.18's MX inference tensors refuse it on the CPU) and recorded; where it runs, the
-    input gradient is the gradient times fp8ref's cast of the weight (``mx_grad_input_problem``)."""
+    input gradient is the gradient times fp8ref's cast of the weight (``mkc.mx_grad_input_problem``)."""
     from torchao.prototype.mx_formats.mx_tensor import MXTensor, QuantizeTensorToMXKwargs
 
     refused = mx_linear_backward_refusal()
@@ -93,7 +82,7 @@ def test_mx_linear_backward_is_the_product_of_the_casts(skip_unless, record_obse
     wm = MXTensor.to_mx(w, torch.float8_e4m3fn, 32, act_quant_kwargs=QuantizeTensorToMXKwargs())
     F.linear(xr, wm).float().sum().backward()
     assert xr.grad is not None, "backward ran and left no input gradient"
-    problem = mx_grad_input_problem(xr.grad, w)
+    problem = mkc.mx_grad_input_problem(xr.grad, w)
     assert problem is None, problem
 
 
@@ -171,7 +160,7 @@ def test_mx_scale_at_the_amax_boundaries(dtype, mode, record_observation, record
     the power of two and moves the E8M0 exponent. torchao's to_mx and fp8ref agree bitwise, but
     for the named deviation ``rceil_f32_log2`` (fp8ref/harness/casts/deviations.py: RCEIL's eager
     fallback takes a float32 log2, so a float32 amax one ulp above 448 x 2^k gets 2^k), excused for
-    exactly its answer and recorded; any other scale fails (tests/common/scale_edge_checks.py)."""
+    exactly its answer and recorded; any other scale fails (fp8ref/harness/ao/scale_edges.py)."""
     from fp8ref.harness.ao import torchao_compat as ao
 
     problem, excused = sec.check_mx_boundary_scales(ao.to_mx, dtype, mode)

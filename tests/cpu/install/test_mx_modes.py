@@ -1,6 +1,6 @@
 """torchao's MX conversion in every scale mode it offers (FLOOR, RCEIL, CEIL, EVEN) and every
 block size, for each element format, against fp8ref's definition of each mode at the amax values
-that decide it (tests/common/mx_checks.py builds them). A block size or mode the install refuses
+that decide it (fp8ref/harness/ao/mx_modes.py builds them). A block size or mode the install refuses
 is recorded; a row that ends inside a block is refused by the reference, and torchao's answer is
 pinned (``torchao.mx.partial_block``)."""
 
@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from fp8ref.harness.ao import torchao_compat as ao
+from fp8ref.harness.ao.mx_modes import MODES, every_block_size_problem, partial_block_answer
 from fp8ref.reference.formats import select
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.scaling import mx
-from tests.common.mx_checks import MODES, assert_every_block_size, partial_block_answer
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -21,7 +21,8 @@ MX_FORMATS = [pytest.param(f, id=f.name) for f in select(mx_element=True)]
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", MX_FORMATS)
 def test_every_block_size_scales_like_the_definition_of_its_mode(fmt, mode, record_observation, record_defect):
-    assert_every_block_size(ao.to_mx, fmt, mode, "torchao", record_observation, record_defect)
+    problem = every_block_size_problem(ao.to_mx, fmt, mode, "torchao", record_observation, record_defect)
+    assert problem is None, problem
 
 
 @pytest.mark.parametrize("fmt", MX_FORMATS)

@@ -14,10 +14,10 @@ deviations from the definition are excused for their exact answer only
 import pytest
 
 from fp8ref.harness.native import native_ops
+from fp8ref.harness.native import op_account as noc
 from fp8ref.harness.native.native_checks import WRITE_PATHS, check_written
 from fp8ref.harness.native.native_op_kinds import KINDS, kind_of
 from fp8ref.harness.stack import install, probes
-from tests.common import native_op_checks as noc
 
 pytestmark = pytest.mark.needs("expecttest")
 

@@ -1,5 +1,6 @@
 """torchao's Float8Linear (eager, compiled), a torch.library FP8 custom op and a small model
-against fp8ref's emulation, on CPU.
+against fp8ref's emulation, on CPU; compiled forward+backward against eager and the weight cast
+after optimizer steps also on CUDA (tests/gpu/test_torchao_linear.py has the GPU-only tests).
 
 Tolerances, where the comparison is not bitwise, come from where the two computations round
 differently (stated at each test): never a blanket rtol.
@@ -11,7 +12,9 @@ import dataclasses
 import pytest
 import torch
 
+from fp8ref.harness.ao import float8_linear as f8l
 from fp8ref.harness.ao import torchao_compat as ao
+from fp8ref.harness.ao.float8_linear import fwd_bwd, gemm_operand_mismatches, torchao_convert
 from fp8ref.harness.gemm.gemm_probes import half_ulp
 from fp8ref.harness.stack import probes
 from fp8ref.reference.emulate import Fp8Linear, convert, emulated_gemm
@@ -20,11 +23,11 @@ from fp8ref.reference.metrics import sqnr
 from fp8ref.reference.quantize import quantize
 from fp8ref.reference.recipes import RECIPES, TORCHAO_RECIPES
 from fp8ref.reference.scaling import axiswise, tensorwise
-from tests.common import float8linear_checks as f8l
-from tests.common.conformance_checks import gemm_operand_mismatches
-from tests.common.float8linear_checks import fwd_bwd, torchao_convert
+from tests.common.params import on_devices
 
 pytestmark = [pytest.mark.needs("torchao")]
+# the tests whose CPU and CUDA bodies are the same run on both (tests/README.md, "A device")
+ON_DEVICES = on_devices(pytest.mark.sm(89, "FP8 tensor cores"))
 
 U_OUT = {d: half_ulp(d) for d in (torch.bfloat16, torch.float16, torch.float32)}  # relative
 
@@ -143,11 +146,6 @@ def test_compiled_dynamic_cast_matches_eager_bitwise(recipe, source, fresh_dynam
     assert torch.equal(c_codes, e_codes), f"{int((c_codes != e_codes).sum())} compiled codes differ from eager"
     q = quantize(x, E4M3FN, g, pow2=pow2)
     assert torch.equal(c_codes, q.codes) and torch.equal(c_scale, q.scale)
-
-
-@pytest.fixture
-def linear_device() -> str:
-    return "cpu"
 
 
 # --- the modded-nanogpt custom op -------------------------------------------------------------
@@ -325,19 +323,19 @@ def test_each_gemm_casts_its_operands_as_the_recipe_says(recipe, gemm):
     assert not bad, f"{recipe}: " + "; ".join(bad)
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_compiled_float8linear_forward_and_backward_match_eager(recipe, linear_device, skip_unless, fresh_dynamo):
-    skip_unless(
-        probes.torchao_recipe_refusal(recipe, linear_device), f"torchao's {recipe} Float8Linear on {linear_device}"
-    )
-    problem = f8l.check_compiled_matches_eager(recipe, linear_device)
+def test_compiled_float8linear_forward_and_backward_match_eager(recipe, device, skip_unless, fresh_dynamo):
+    skip_unless(probes.torchao_recipe_refusal(recipe, device), f"torchao's {recipe} Float8Linear on {device}")
+    problem = f8l.check_compiled_matches_eager(recipe, device)
     assert problem is None, problem
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_device, skip_unless):
+def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, device, skip_unless, full_float32):
     skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
-    problem = f8l.check_weight_cast_follows_the_weight(recipe, linear_device)
+    problem = f8l.check_weight_cast_follows_the_weight(recipe, device)
     assert problem is None, problem
 
 
@@ -346,7 +344,7 @@ def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, linear_dev
 def test_pad_inner_dim_pads_k_with_zeros(recipe, skip_unless):
     """pad_inner_dim=True: every GEMM's ragged contraction dim (K = 200, 72, 40) reaches
     torch._scaled_mm padded to a multiple of 16 with the zero code, and the layer trains as the
-    reference does (tests/common/float8linear_checks.py says the bound)."""
+    reference does (fp8ref/harness/ao/float8_linear.py says the bound)."""
     skip_unless(
         probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear through torch._scaled_mm on cpu"
     )

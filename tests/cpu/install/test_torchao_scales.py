@@ -12,15 +12,15 @@ import math
 import pytest
 import torch
 
+from fp8ref.harness.ao import scale_edges as sec
 from fp8ref.harness.ao import torchao_compat as ao
+from fp8ref.harness.ao.mx_modes import as_held
+from fp8ref.harness.ao.scales_and_recipes import recipe_table_diffs, scale_inputs, scale_mismatch
 from fp8ref.reference.codec import decode
 from fp8ref.reference.formats import E4M3FN, E5M2, select
 from fp8ref.reference.quantize import Quantized, quantize
 from fp8ref.reference.recipes import TORCHAO_RECIPES
 from fp8ref.reference.scaling import axiswise, mx, mx_scale_exponent, tensorwise
-from tests.common import scale_edge_checks as sec
-from tests.common.conformance_checks import recipe_table_diffs, scale_inputs, scale_mismatch
-from tests.common.mx_checks import as_held
 
 pytestmark = [pytest.mark.needs("torchao")]
 

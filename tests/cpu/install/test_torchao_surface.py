@@ -12,7 +12,7 @@ import pytest
 
 from fp8ref.harness.ao import coverage, surface
 from fp8ref.harness.stack import install, probes
-from tests.common.coverage_checks import absent_checks
+from tests.common.paths import ROOT
 
 pytestmark = pytest.mark.needs("torchao")
 
@@ -33,7 +33,7 @@ def test_every_member_of_torchaos_fp8_surface_has_a_check_or_a_reason(members, r
 
 
 def test_every_check_the_coverage_table_names_exists():
-    absent = absent_checks(coverage.COVERAGE)
+    absent = coverage.absent_checks(coverage.COVERAGE, ROOT)
     assert not absent, f"fp8ref/harness/ao/coverage.py names checks that do not exist: {absent}"
 
 

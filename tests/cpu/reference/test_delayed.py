@@ -6,12 +6,12 @@ import math
 import pytest
 import torch
 
+from fp8ref.harness.oracles.delayed_scaling import delayed_mismatch
 from fp8ref.reference.delayed import DelayedScaling, Fp8State, TensorMeta, te_scale
 from fp8ref.reference.emulate import fp8_autocast, fp8_linear
 from fp8ref.reference.formats import E4M3FN, E5M2
 from fp8ref.reference.quantize import quantize_with_scale
 from fp8ref.reference.scaling import amax_to_scale
-from tests.common.conformance_checks import delayed_mismatch
 
 T = torch.tensor
 
@@ -247,7 +247,7 @@ def test_delayed_scaling_keeps_the_previous_scale_for_a_bad_amax_under_either_ru
 @pytest.mark.parametrize("algo", ["max", "most_recent"])
 @pytest.mark.parametrize("margin", [0, 2])
 def test_delayed_scaling_follows_its_window(algo, margin):
-    """fp8ref's DelayedScaling against the oracle in tests/common/conformance_checks.py (the same check
+    """fp8ref's DelayedScaling against the oracle in fp8ref/harness/oracles/delayed_scaling.py (the same check
     tests/meta feeds a broken implementation): a spike, a quiet stretch longer than the window,
     a zero and an inf."""
     amaxes = [1.0, 3.0, 250.0, 2.0, 2.5, 1.5, 0.5, 0.25, 0.0, 4.0, float("inf"), 1.0, 0.75]

@@ -58,8 +58,8 @@ def stale_paths(files: list[Path]) -> list[str]:
 
 
 def _exists(path: str) -> bool:
-    """A file or folder, or a module (``tests/common/fsdp_checks``), maybe with an attribute
-    (``tests/common/scaled_mm_checks.excess``)."""
+    """A file or folder, or a module (``fp8ref/harness/distributed/fsdp_float8``), maybe with an attribute
+    (``fp8ref/harness/gemm/scaled_mm_regressions.excess``)."""
     module = path.rsplit(".", 1)[0] if not (ROOT / path).exists() else path
     return any((ROOT / p).exists() for p in (path, path + ".py", module, module + ".py"))
 

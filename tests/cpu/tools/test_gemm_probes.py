@@ -14,10 +14,10 @@ from fp8ref.harness.gemm.gemm_probes import (
     scale_result_rule,
     scaled_mm_kernels,
 )
+from fp8ref.harness.gemm.scaled_mm_regressions import case, excess, run
+from fp8ref.harness.gemm.scaled_mm_regressions import stand_in as _stand_in
 from fp8ref.harness.profiles.profile_file import diff
 from fp8ref.harness.stack import probes
-from tests.common.scaled_mm_checks import case, excess, run
-from tests.common.scaled_mm_checks import stand_in as _stand_in
 
 
 def test_accumulator_probe_measures_a_narrow_accumulator(monkeypatch):

@@ -6,6 +6,8 @@ from typing import Any
 import pytest
 
 from fp8ref.harness.stack import install, probes
+from tests.common import params
+from tests.common.paths import ROOT
 from tests.plugins import gating
 
 
@@ -93,3 +95,37 @@ def test_the_extras_have_one_home_pyprojects_optional_dependencies(monkeypatch):
     for pkg, extra in {"torchao": "test", "ml_dtypes": "test", "transformers": "finetune"}.items():
         assert from_file[pkg][1] == extra
     assert from_file["ml_dtypes"][0] == "ml-dtypes"
+
+
+class _Collected(_Item):
+    """A collected item at ``path``: its own markers, and the ones gating adds."""
+
+    def __init__(self, path, *marks):
+        super().__init__(*marks)
+        self.path, self.added = path, []
+
+    def add_marker(self, mark):
+        self.added.append(mark.name)
+
+
+class _Options:
+    def getoption(self, name):
+        return False
+
+
+def test_the_cases_of_a_test_parametrized_by_device_keep_their_own_cpu_or_gpu_mark():
+    """The folder marks every test in it, but not the cases of a test parametrized by device
+    (``params.on_devices``): its cuda case under tests/cpu is not also marked cpu, so ``-m cpu``
+    does not run it, nor ``-m gpu`` its cpu case."""
+    where = ROOT / "tests" / "cpu" / "install" / "test_scaled_mm.py"
+    plain, cpu_case = _Collected(where), _Collected(where, pytest.mark.cpu)
+    cuda_case = _Collected(where, pytest.mark.gpu)
+    gating.pytest_collection_modifyitems(_Options(), [plain, cpu_case, cuda_case])
+    assert (plain.added, cpu_case.added, cuda_case.added) == (["cpu"], [], [])
+
+
+def test_on_devices_marks_the_cpu_case_cpu_and_the_cuda_case_gpu_with_its_own_marks():
+    mark = params.on_devices(pytest.mark.sm(89, "FP8 tensor cores")).mark
+    cases = {case.id: sorted(m.name for m in case.marks) for case in mark.args[1]}
+    assert mark.args[0] == "device" and mark.kwargs == {"indirect": True}
+    assert cases == {"cpu": ["cpu"], "cuda": ["gpu", "sm"]}

@@ -5,9 +5,9 @@ which are left unchecked with their reason."""
 
 from __future__ import annotations
 
-from fp8ref.harness.native.native_checks import OpCheck, check_op
-from fp8ref.harness.native.native_op_kinds import KINDS, UNCHECKED, kind_of
-from fp8ref.harness.stack import probes
+from ..stack import probes
+from .native_checks import OpCheck, check_op
+from .native_op_kinds import KINDS, UNCHECKED, kind_of
 
 # What FP8 training moves its numbers through (FSDP's copy-in/copy-out, sharding, padding,
 # concatenating per-expert weights, masks, loss-scale constants): checked in the default run on

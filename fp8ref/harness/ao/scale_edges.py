@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 import torch
 
-from fp8ref.harness.casts.deviations import explain_pow2_scales
-from fp8ref.reference.formats import E4M3FN, FloatFormat
-from fp8ref.reference.quantize import quantize
-from fp8ref.reference.scaling import amax, compute_scale, mx, round_down_to_pow2, tensorwise
-from tests.common.mx_checks import scale_problem
+from ...reference.formats import E4M3FN, FloatFormat
+from ...reference.quantize import quantize
+from ...reference.scaling import amax, compute_scale, mx, round_down_to_pow2, tensorwise
+from ..casts.deviations import explain_pow2_scales
+from .mx_modes import scale_problem
 
 Checked = tuple[str | None, dict[str, int]]
 ToMx = Callable[[torch.Tensor, FloatFormat, int, str], tuple[torch.Tensor, torch.Tensor]]

@@ -18,12 +18,12 @@ from typing import NamedTuple
 
 import torch
 
-from fp8ref.harness.casts.deviations import explain_mx_scales
-from fp8ref.harness.stack.refusals import attempt
-from fp8ref.reference.codec import decode, pack_fp4
-from fp8ref.reference.formats import E8M0FNU, FloatFormat
-from fp8ref.reference.quantize import quantize, quantize_with_scale
-from fp8ref.reference.scaling import amax, mx
+from ...reference.codec import decode, pack_fp4
+from ...reference.formats import E8M0FNU, FloatFormat
+from ...reference.quantize import quantize, quantize_with_scale
+from ...reference.scaling import amax, mx
+from ..casts.deviations import explain_mx_scales
+from ..stack.refusals import attempt
 
 MODES = ("floor", "rceil", "ceil", "even")
 # powers of two from one element per scale to eight times the OCP block, and one that is not
@@ -142,17 +142,18 @@ def mode_refusal(to_mx: ToMx, fmt: FloatFormat, mode: str, block_size: int) -> s
     return None if ok else str(got)
 
 
-def assert_every_block_size(
+def every_block_size_problem(
     to_mx: ToMx,
     fmt: FloatFormat,
     mode: str,
     what: str,
     record_observation: Callable[[str, str], None],
     record_defect: Callable[[str, str, int], None] | None = None,
-) -> None:
+) -> str | None:
     """``check_mx_mode`` at every block size of ``BLOCK_SIZES``: refusals and excused deviations
     recorded (``what`` names the implementation; an excused deviation also as a defect of the
-    install), at least one block size accepted, no problem."""
+    install). None when at least one block size is accepted and none has a problem, else what
+    went wrong."""
     problems, refused, excused = [], [], Counter[str]()
     for block_size in BLOCK_SIZES:
         r = check_mx_mode(to_mx, fmt, mode, block_size)
@@ -167,8 +168,9 @@ def assert_every_block_size(
         record_observation(f"{what} mx {fmt.name} {mode}: known deviation {key}", f"{n} boundary blocks")
         if record_defect is not None:
             record_defect(key, f"{what} mx {fmt.name} {mode}", n)
-    assert len(refused) < len(BLOCK_SIZES), f"{what} refuses every block size in {mode}: {refused[0]}"
-    assert not problems, "\n".join(problems)
+    if len(refused) == len(BLOCK_SIZES):
+        return f"{what} refuses every block size in {mode}: {refused[0]}"
+    return "\n".join(problems) if problems else None
 
 
 def partial_block_answer(to_mx: ToMx, fmt: FloatFormat) -> str:

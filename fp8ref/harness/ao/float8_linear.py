@@ -1,8 +1,10 @@
-"""torchao Float8Linear checks shared by the CPU suite (tests/cpu/install/test_torchao_linear.py)
-and the CUDA one (tests/gpu/test_torchao_linear.py): plain functions of a recipe and a device that
-return None when torchao conforms, else a line that says what differs; the thin tests in both
-modules skip (naming the versions) where the install refuses the recipe. The helpers
-``torchao_convert`` and ``fwd_bwd`` serve the other Float8Linear tests of both modules too.
+"""torchao Float8Linear checks for the CPU and CUDA (tests/cpu/install/test_torchao_linear.py, whose
+tests of the same body are parametrized by device, and tests/gpu/test_torchao_linear.py): plain
+functions of a recipe and a device that return None when torchao conforms, else a line that says
+what differs; the thin tests skip (naming the versions) where the install refuses the recipe.
+``gemm_operand_mismatches`` holds Float8Linear's three GEMMs, one by one, to the recipe's casts.
+The helpers ``torchao_convert`` and ``fwd_bwd`` serve the other Float8Linear tests of both
+modules too.
 """
 
 from __future__ import annotations
@@ -13,16 +15,10 @@ from typing import Any
 
 import torch
 
-from fp8ref.harness.ao.torchao_compat import float8_kernel_operands, torchao_float8_linear
-from fp8ref.harness.gemm.gemm_probes import (
-    accumulation_bound,
-    accumulator_bits,
-    half_ulp,
-    interval_products,
-    promotion_interval,
-)
-from fp8ref.reference.emulate import Fp8Linear
-from fp8ref.reference.recipes import RECIPES
+from ...reference.emulate import Fp8Linear
+from ...reference.recipes import RECIPES
+from ..gemm.gemm_probes import accumulation_bound, device_accumulator, gemm_accumulation, half_ulp
+from .torchao_compat import float8_kernel_operands, torchao_float8_linear
 
 U_BF16 = half_ulp(torch.bfloat16)  # 2^-8, relative
 
@@ -36,21 +32,6 @@ def _problem(
     x = torch.randn(tokens, d_in, generator=gen).to(torch.bfloat16).to(device)
     g = torch.randn(tokens, d_out, generator=gen).to(torch.bfloat16).to(device)
     return lin, x, g
-
-
-def device_accumulator(device: str) -> tuple[int, int | None]:
-    """The narrowest accumulator width this device's FP8 GEMM shows within a K block (fast
-    accumulation or not) and its promotion interval with fast accumulation (the worst case)."""
-    within = min(accumulator_bits(device, fast, "within") for fast in (False, True))
-    return within, interval_products(promotion_interval(device, True))
-
-
-def gemm_accumulation(k: int, device: str) -> float:
-    """The relative accumulation bound of a GEMM over ``k`` products on ``device``: float32's
-    (k + 1) 2^-24 on the CPU; on a GPU at least ``accumulation_bound`` of the narrowest width its
-    FP8 _scaled_mm shows (``device_accumulator``)."""
-    acc = (k + 1) * 2.0**-24
-    return acc if device == "cpu" else max(acc, accumulation_bound(k, *device_accumulator(device)))
 
 
 def torchao_convert(lin: torch.nn.Linear, recipe: str, emulate: bool = False) -> Any:
@@ -229,3 +210,33 @@ def check_force_recompute_is_inert(recipe: str, device: str) -> str | None:
             if not torch.equal(_tensor(off[name]), _tensor(on[name])):
                 return f"{recipe}, step {step}: {name} differs with force_recompute_fp8_weight_in_bwd=True"
     return None
+
+
+def gemm_operand_mismatches(
+    recipe: Any, seen: list[dict], x: torch.Tensor, w: torch.Tensor, grad: torch.Tensor
+) -> list[str]:
+    """Each float8 GEMM torchao ran (``torchao_compat.float8_gemm_operands``) for a Linear with
+    input ``x`` (M, K), weight ``w`` (N, K) and output gradient ``grad`` (M, N), against the
+    recipe's cast of that GEMM's operands (``emulate.cast_operand``, contraction-last), bitwise;
+    and every float8 GEMM the recipe has must have run (a high-precision one must not)."""
+    from ...reference.emulate import cast_operand
+
+    operands = {"output": (x, w), "grad_input": (grad, w.t()), "grad_weight": (grad.t(), x.t())}
+    ran = {s["gemm"]: s for s in seen}
+    bad = []
+    for gemm, (a_hp, b_hp) in operands.items():
+        cast = getattr(recipe, gemm)
+        if cast.a.fmt is None:
+            if gemm in ran:
+                bad.append(f"{gemm}: ran in float8, the recipe keeps it in high precision")
+            continue
+        if gemm not in ran:
+            bad.append(f"{gemm}: no float8 GEMM ran")
+            continue
+        got = ran[gemm]
+        for side, value, op, want_hp in (("A", got["a"], cast.a, a_hp), ("B", got["b"].t(), cast.b, b_hp)):
+            want = cast_operand(want_hp.contiguous(), op)
+            if value.shape != want.shape or not torch.equal(value, want):
+                how = "shape" if value.shape != want.shape else f"{int((value != want).sum())} values"
+                bad.append(f"{gemm} operand {side} ({op.describe()}): {how} differ from the recipe's cast")
+    return bad

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from fp8ref.harness.stack.refusals import attempt
-from fp8ref.reference.optim_state import dequantize_state, quantize_state
+from ...reference.optim_state import dequantize_state, quantize_state
+from ..stack.refusals import attempt
 
 LR, BETAS, WD, EPS = 1e-2, (0.9, 0.999), 0.01, 1e-8
 ULP = 2.0**-23

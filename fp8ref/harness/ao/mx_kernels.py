@@ -20,14 +20,14 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from fp8ref.harness.stack.refusals import attempt
-from fp8ref.reference import nvfp4
-from fp8ref.reference.emulate import cast_operand
-from fp8ref.reference.formats import E4M3FN, FloatFormat
-from fp8ref.reference.quantize import quantize
-from fp8ref.reference.recipes import OperandCast
-from fp8ref.reference.scaling import mx
-from tests.common.float8linear_checks import gemm_accumulation
+from ...reference import nvfp4
+from ...reference.emulate import cast_operand
+from ...reference.formats import E4M3FN, FloatFormat
+from ...reference.quantize import quantize
+from ...reference.recipes import OperandCast
+from ...reference.scaling import mx
+from ..gemm.gemm_probes import gemm_accumulation
+from ..stack.refusals import attempt
 
 Result = tuple[str | None, str | None]
 TORCH_ELEM = {"e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m1fn": "float4_e2m1fn_x2"}
@@ -238,3 +238,38 @@ def check_dim1_cast_kernel(choice: str, device: str, mode: str) -> Result:
     if torch.equal(got, want):
         return None, None
     return None, f"dim1 cast {choice} {mode}: {int((got != want).sum())} of {want.numel()} values differ"
+
+
+def mx_grad_input_problem(grad: torch.Tensor, w: torch.Tensor) -> str | None:
+    """The input gradient of ``F.linear(x, MXTensor(w)).sum()``: ones @ W for W fp8ref's MX E4M3
+    cast of w, in blocks of 32 along K (the forward's cast) or along N (the backward GEMM's
+    contraction), within one bfloat16 rounding and float32 accumulation (``_bounded``)."""
+    ones = torch.ones(grad.shape[0], w.shape[0])
+    casts = {
+        "along K": quantize(w, E4M3FN, mx(32)).dequantize(torch.float32),
+        "along N": quantize(w.t().contiguous(), E4M3FN, mx(32)).dequantize(torch.float32).t(),
+    }
+    problems = [_bounded(grad, ones, wq.t(), "cpu", f"MX grad_input, w cast {how}") for how, wq in casts.items()]
+    return None if None in problems else "; ".join(p for p in problems if p)
+
+
+def cast_kernel_problem(kernel: str, mode: str, x: torch.Tensor, data: torch.Tensor, scale: torch.Tensor) -> str | None:
+    """An MX E4M3 cast kernel's output for ``x`` (``data`` and ``scale``, blocks of 32; a ``*dim0``
+    kernel scales along rows, a dim1 one along columns and returns them column-major) against
+    torchao's ``to_mx`` in ``mode``, bitwise, and ``to_mx``'s scales against fp8ref's: None when
+    all agree, else which differ."""
+    from .torchao_compat import to_mx
+
+    ref_x = x if kernel.endswith("dim0") else x.t().contiguous()
+    want_scale, want_data = to_mx(ref_x, E4M3FN, 32, mode)
+    q = quantize(ref_x.float(), E4M3FN, mx(32, mode))
+    got_data = data.view(torch.uint8).cpu()
+    got_data = got_data if kernel.endswith("dim0") else got_data.t()
+    got_scale = scale.view(torch.uint8).cpu().reshape(want_scale.shape)
+    if not torch.equal(got_scale, want_scale):
+        return f"{kernel} {mode} {tuple(x.shape)}: scales differ from to_mx"
+    if not torch.equal(got_data.reshape(want_data.shape), want_data):
+        return f"{kernel} {mode} {tuple(x.shape)}: elements differ from to_mx"
+    if not torch.equal(want_scale, q.scale_e8m0):
+        return f"to_mx {mode}: scales differ from fp8ref"
+    return None

@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 import torch
 
-from fp8ref.harness.gemm import grouped
-from fp8ref.reference import grouped as ref
-from tests.common.float8linear_checks import gemm_accumulation
+from ...reference import grouped as ref
+from . import grouped
+from .gemm_probes import gemm_accumulation
 
 GROUPS = {"aligned": (32, 0, 64, 32), "ragged": (16, 0, 24, 40)}
 GROUPS_MAX = max(max(g) for g in GROUPS.values())  # (the longest weight-gradient contraction)

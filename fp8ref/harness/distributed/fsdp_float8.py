@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from fp8ref.reference.formats import E4M3FN
-from fp8ref.reference.quantize import quantize
-from fp8ref.reference.scaling import tensorwise
+from ...reference.formats import E4M3FN
+from ...reference.quantize import quantize
+from ...reference.scaling import tensorwise
 
 
 def run_differences(run: dict, unsharded: dict) -> list[str]:
@@ -132,7 +132,7 @@ def uneven_shards_problem(results: dict) -> str | None:
             return (
                 f"{versions}: FSDP2's float8 all-gather of uneven shards ran, where this install is expected to "
                 "abort a gloo rank (SIGABRT): the expectation is stale. Check the run against the unsharded model "
-                "and take this install out of tests/common/fsdp_checks.py's UNEVEN_SHARDS_ABORT"
+                "and take this install out of fp8ref/harness/distributed/fsdp_float8.py's UNEVEN_SHARDS_ABORT"
             )
         if failed.get("signal") != "SIGABRT":
             return f"{versions}: uneven shards expected to abort a rank with SIGABRT, got: {failed['error']}"

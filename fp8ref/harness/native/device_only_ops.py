@@ -8,8 +8,8 @@ device, where alone it runs."""
 
 from __future__ import annotations
 
-from fp8ref.harness.native.native_checks import OpCheck
-from tests.common import native_op_checks as noc
+from . import op_account as noc
+from .native_checks import OpCheck
 
 Matrix = dict[str, dict[str, str]]
 

@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import torch
 
-from fp8ref.reference.block_fp8 import BLOCK, quantize_blocks
-from fp8ref.reference.formats import E4M3FN
-from fp8ref.reference.metrics import calc_diff
-from fp8ref.reference.quantize import quantize
-from fp8ref.reference.scaling import tile
-from tests.common.float8linear_checks import gemm_accumulation
+from ...reference.block_fp8 import BLOCK, quantize_blocks
+from ...reference.formats import E4M3FN
+from ...reference.metrics import calc_diff
+from ...reference.quantize import quantize
+from ...reference.scaling import tile
+from ..gemm.gemm_probes import gemm_accumulation
 
 
 def check_fp8linear_forward(
@@ -29,7 +29,7 @@ def check_fp8linear_forward(
     |got - ref| <= sum_k |w_k| (2^-4 |x_k| + 2^-10 amax_k / 448) 1.01 + b m + 2^-8 |ref|.
     ``forward_fn(x, codes, scale_inv)``: a stand-in for the layer (tests/meta). Returns (refusal,
     problem): the refusal is ``fp8_layer_refusal``'s, asked before the layer runs unguarded."""
-    from fp8ref.harness.hf.transformers_fp8 import fp8_layer_refusal, require_transformers
+    from .transformers_fp8 import fp8_layer_refusal, require_transformers
 
     if forward_fn is None and (refused := fp8_layer_refusal("linear", device)) is not None:
         return refused, None
@@ -87,7 +87,7 @@ def check_fp8experts_forward(
     before the layer runs unguarded."""
     import types
 
-    from fp8ref.harness.hf.transformers_fp8 import fp8_layer_refusal, require_transformers
+    from .transformers_fp8 import fp8_layer_refusal, require_transformers
 
     if forward_fn is None and (refused := fp8_layer_refusal("experts", device)) is not None:
         return refused, None

@@ -41,18 +41,18 @@ import dataclasses
 
 import torch
 
-from fp8ref.harness.gemm.gemm_probes import (
+from ...reference.codec import decode, encode
+from ...reference.formats import E4M3FN, E8M0FNU
+from ...reference.metrics import calc_diff, sqnr
+from ...reference.quantize import quantize
+from ...reference.scaling import Granularity, axiswise, block, expand_scale, mx, tensorwise, tile
+from .gemm_probes import (
     accumulation_bound,
     accumulator_bits,
     half_ulp,
     interval_products,
     promotion_interval,
 )
-from fp8ref.reference.codec import decode, encode
-from fp8ref.reference.formats import E4M3FN, E8M0FNU
-from fp8ref.reference.metrics import calc_diff, sqnr
-from fp8ref.reference.quantize import quantize
-from fp8ref.reference.scaling import Granularity, axiswise, block, expand_scale, mx, tensorwise, tile
 
 SCALINGS = ("tensorwise", "rowwise", "blockwise", "mx")
 VALUES = ("gaussian", "exact-sums")
@@ -134,7 +134,7 @@ def case(scaling: str, values: str, shape: tuple[int, int, int], device: str, se
 def _spread(g: Granularity, shape: tuple[int, int], gen: torch.Generator, pow2: bool) -> torch.Tensor:
     """One float32 multiplier per group of ``g`` over ``shape``, spread over 2^-8 .. 2^8 (powers of
     two for MX's E8M0, arbitrary float32 values otherwise)."""
-    from fp8ref.reference.scaling import scale_shape
+    from ...reference.scaling import scale_shape
 
     e = torch.rand(scale_shape(g, torch.Size(shape)), generator=gen) * 16 - 8
     return torch.exp2(e.floor() if pow2 else e).float()

@@ -1,6 +1,6 @@
 """``torch._scaled_mm`` against the exact product of its FP8 operands, for the arguments real
-regressions shipped in. Shared by the CPU tests (tests/cpu/install/test_scaled_mm.py) and the
-CUDA ones (tests/gpu/test_scaled_mm.py): each check takes the device.
+regressions shipped in, for tests/cpu/install/test_scaled_mm.py's tests (each parametrized by
+device: the CPU and CUDA) and tests/meta: each check takes the device.
 
 Operands come from fp8ref's codec (quantize), the reference from its decode, so nothing in the
 reference runs the cast or GEMM under test. Rows and columns are given magnitudes up to 2^6
@@ -16,7 +16,13 @@ from dataclasses import dataclass
 import torch
 import torch._dynamo
 
-from fp8ref.harness.gemm.gemm_probes import (
+from ...reference.codec import encode
+from ...reference.formats import E4M3FN, E5M2
+from ...reference.quantize import quantize
+from ...reference.scaling import axiswise, tensorwise
+from ..stack import probes
+from ..stack.refusals import attempt
+from .gemm_probes import (
     PROMOTION_K,
     accumulator_bits,
     exact_sum_operands,
@@ -27,12 +33,6 @@ from fp8ref.harness.gemm.gemm_probes import (
     scale_forms_and_shapes,
     scale_result_rule,
 )
-from fp8ref.harness.stack import probes
-from fp8ref.harness.stack.refusals import attempt
-from fp8ref.reference.codec import encode
-from fp8ref.reference.formats import E4M3FN, E5M2
-from fp8ref.reference.quantize import quantize
-from fp8ref.reference.scaling import axiswise, tensorwise
 
 E4M3 = torch.float8_e4m3fn
 
@@ -218,7 +218,7 @@ def stand_in(
 
 
 # --- the checks: plain functions, called by the thin tests of tests/cpu/install/test_scaled_mm.py
-# and tests/gpu/test_scaled_mm.py. Each returns None (or (None, observation)) when the device's
+# on each device. Each returns None (or (None, observation)) when the device's
 # _scaled_mm conforms, else a line that says what differs. ---
 
 SCALINGS = ["tensorwise", "rowwise"]

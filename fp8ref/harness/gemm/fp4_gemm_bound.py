@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import torch
 
-from fp8ref.harness.gemm import fp4_gemm
-from fp8ref.harness.gemm.gemm_probes import half_ulp, reference_bound
-from fp8ref.reference import nvfp4
-from fp8ref.reference.formats import E2M1FN
-from fp8ref.reference.quantize import quantize
-from fp8ref.reference.scaling import mx
+from ...reference import nvfp4
+from ...reference.formats import E2M1FN
+from ...reference.quantize import quantize
+from ...reference.scaling import mx
+from . import fp4_gemm
+from .gemm_probes import half_ulp, reference_bound
 
 CASES = [("mxfp4", False), ("nvfp4", False), ("nvfp4", True)]
 

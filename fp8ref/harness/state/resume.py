@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from fp8ref.harness.state.keeping import check_kept, dcp_saved_and_loaded, saved_and_loaded
+from .keeping import check_kept, dcp_saved_and_loaded, saved_and_loaded
 
 
 # --- resume --------------------------------------------------------------------------------------
@@ -95,11 +95,14 @@ def through_dcp(ckpt: dict) -> dict:
 REQUIRED = ("torch.save/load", "tensor_flatten/unflatten")  # what torch.compile and DCP rely on
 
 
-def assert_kept(t: torch.Tensor, what: str, record_observation: Callable[[str, str], None]) -> None:
-    """``t`` through every way of keeping it (fp8ref.harness.state.keeping): each refusal recorded, no
-    field lost, and none of ``REQUIRED`` refused."""
+def kept_problem(t: torch.Tensor, what: str, record_observation: Callable[[str, str], None]) -> str | None:
+    """``t`` through every way of keeping it (fp8ref.harness.state.keeping), each refusal recorded:
+    None when no field is lost and none of ``REQUIRED`` is refused, else what went wrong."""
     r = check_kept(t)
     for way, why in r.refused.items():
         record_observation(f"{what} through {way}", why)
-    assert not r.problems, "\n".join(r.problems)
-    assert not set(REQUIRED) & set(r.refused), r.refused
+    if r.problems:
+        return "\n".join(r.problems)
+    if set(REQUIRED) & set(r.refused):
+        return str(r.refused)
+    return None
