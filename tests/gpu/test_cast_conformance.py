@@ -19,8 +19,10 @@ from tests.common.params import TORCH_FORMATS
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_device_cast_of_all_16bit_patterns_matches_the_codec(fmt, dtype, gpu_device, record_cast_report, skip_unless):
-    skip_unless(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
+def test_device_cast_of_all_16bit_patterns_matches_the_codec(
+    fmt, dtype, gpu_device, record_cast_report, skip_if_refused
+):
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
     impl = torch_cast(fmt, gpu_device)
     report = check_cast(impl, all_16bit_inputs(dtype), fmt, f"all {dtype}".replace("torch.", ""))
     record_cast_report(report)
@@ -29,8 +31,8 @@ def test_device_cast_of_all_16bit_patterns_matches_the_codec(fmt, dtype, gpu_dev
 
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_device_decode_of_all_256_codes_matches_the_codec(fmt, gpu_device, skip_unless):
-    skip_unless(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
+def test_device_decode_of_all_256_codes_matches_the_codec(fmt, gpu_device, skip_if_refused):
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
     dtype = fmt.torch_dtype()
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     got = codes.to(gpu_device).view(dtype).float().cpu()

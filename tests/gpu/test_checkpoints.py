@@ -11,8 +11,8 @@ from tests.common.params import TORCH_FORMATS
 
 
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_device_float8_tensor_survives_every_checkpoint_path(fmt, gpu_device, skip_unless, record_observation):
-    skip_unless(probes.torch_dtype_refusal(fmt), f"holds {fmt.name}")
+def test_device_float8_tensor_survives_every_checkpoint_path(fmt, gpu_device, skip_if_refused, record_observation):
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"holds {fmt.name}")
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).to(gpu_device)
     problem = kept_problem(codes.view(fmt.torch_dtype()), f"{fmt.name} tensor on {gpu_device}", record_observation)
     assert problem is None, problem

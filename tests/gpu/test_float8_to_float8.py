@@ -19,9 +19,11 @@ PAIRS = [
 
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("src,dst", PAIRS)
-def test_device_converts_every_code_to_every_float8_format(src, dst, how, gpu_device, skip_unless, record_cast_report):
-    skip_unless(probes.torch_dtype_refusal(src), f"holds {src.name}")
-    skip_unless(probes.torch_dtype_refusal(dst), f"holds {dst.name}")
+def test_device_converts_every_code_to_every_float8_format(
+    src, dst, how, gpu_device, skip_if_refused, record_cast_report
+):
+    skip_if_refused(probes.torch_dtype_refusal(src), f"holds {src.name}")
+    skip_if_refused(probes.torch_dtype_refusal(dst), f"holds {dst.name}")
     report = check_float8_to_float8(src, dst, how, gpu_device)
     record_cast_report(report)
     assert report.ok, report.failure_message()

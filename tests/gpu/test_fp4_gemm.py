@@ -14,10 +14,10 @@ pytestmark = pytest.mark.sm(100, "FP4 block-scaled tensor cores")
 
 @pytest.mark.parametrize("out_dtype", [torch.bfloat16, torch.float32], ids=str)
 @pytest.mark.parametrize("kind,two_level", CASES, ids=[f"{k}{'-two' if t else ''}" for k, t in CASES])
-def test_fp4_scaled_mm_matches_the_exact_product(kind, two_level, out_dtype, gpu_device, skip_unless):
+def test_fp4_scaled_mm_matches_the_exact_product(kind, two_level, out_dtype, gpu_device, skip_if_refused):
     """Through the API this install accepts for the kind (F.scaled_mm, or torch._scaled_mm:
     ``probes.fp4_gemm_api``); skips only when every API refuses the minimal call."""
-    skip_unless(
+    skip_if_refused(
         probes.fp4_gemm_refusal(kind, out_dtype, gpu_device), f"{kind} FP4 GEMMs to {out_dtype} on {gpu_device}"
     )
     api = probes.fp4_gemm_api(kind, out_dtype, gpu_device)

@@ -43,11 +43,11 @@ def _kernel_refusal(name: str, device: str) -> str | None:
     return None if ok else str(answer)
 
 
-def _kernel(name: str, gpu_device: str, skip_unless: Callable[..., None]) -> Any:
+def _kernel(name: str, gpu_device: str, skip_if_refused: Callable[..., None]) -> Any:
     """The kernel, after the capability question (a skip on its refusal); the check then calls it unguarded."""
     from torchao.prototype.mx_formats import kernels
 
-    skip_unless(_kernel_refusal(name, gpu_device), f"torchao's {name} on {gpu_device}")
+    skip_if_refused(_kernel_refusal(name, gpu_device), f"torchao's {name} on {gpu_device}")
     return getattr(kernels, name)
 
 
@@ -59,10 +59,10 @@ def _inputs(rows: int, cols: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
 @pytest.mark.parametrize("kernel,shape", CASES, ids=[f"{k.rsplit('_', 1)[1]}-{r}x{c}" for k, (r, c) in CASES])
-def test_mx_cast_kernel_matches_to_mx_and_fp8ref(kernel, shape, mode, gpu_device, skip_unless):
+def test_mx_cast_kernel_matches_to_mx_and_fp8ref(kernel, shape, mode, gpu_device, skip_if_refused):
     """Every shape here is one the kernel takes: a refusal fails (only the minimal call's refusal
     skips, in ``_kernel``)."""
-    fn = _kernel(kernel, gpu_device, skip_unless)
+    fn = _kernel(kernel, gpu_device, skip_if_refused)
     x = _inputs(*shape)
     data, scale = fn(x.to(gpu_device), 32, scaling_mode=mode)
     problem = mkc.cast_kernel_problem(kernel, mode, x, data, scale)
@@ -70,11 +70,13 @@ def test_mx_cast_kernel_matches_to_mx_and_fp8ref(kernel, shape, mode, gpu_device
 
 
 @pytest.mark.parametrize("kernel", list(REFUSED))
-def test_mx_cast_kernel_refuses_a_shape_it_does_not_take_cleanly(kernel, gpu_device, skip_unless, record_observation):
+def test_mx_cast_kernel_refuses_a_shape_it_does_not_take_cleanly(
+    kernel, gpu_device, skip_if_refused, record_observation
+):
     """A shape outside the kernel's contract is refused by torchao itself (its answer is
     recorded), or, by a later torchao that takes it, answered right: never a wrong answer, and
     never a device fault (which propagates as a failure from ``attempt``)."""
-    fn = _kernel(kernel, gpu_device, skip_unless)
+    fn = _kernel(kernel, gpu_device, skip_if_refused)
     shape = REFUSED[kernel]
     x = _inputs(*shape)
     xd = x.to(gpu_device)
@@ -97,10 +99,10 @@ def _dim1_choices() -> list[str]:
 
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
 @pytest.mark.parametrize("choice", _dim1_choices())
-def test_every_dim1_cast_kernel_choice_casts_like_the_reference(choice, mode, gpu_device, skip_unless):
+def test_every_dim1_cast_kernel_choice_casts_like_the_reference(choice, mode, gpu_device, skip_if_refused):
     """Each MXFP8Dim1CastKernelChoice torchao offers (discovered, not listed: a kernel a release adds
     runs here at once), through the wrapper torchao's MX training casts with: bitwise fp8ref's MX
     cast of the transposed input. A kernel this device or install lacks skips, naming why."""
     refused, problem = mkc.check_dim1_cast_kernel(choice, gpu_device, mode)
-    skip_unless(refused, f"torchao's {choice} dim1 MXFP8 cast on {gpu_device}")
+    skip_if_refused(refused, f"torchao's {choice} dim1 MXFP8 cast on {gpu_device}")
     assert problem is None, problem

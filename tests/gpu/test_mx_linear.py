@@ -20,14 +20,14 @@ PAIRS = [(E4M3FN, E4M3FN), (E2M1FN, E2M1FN)]
 @pytest.mark.parametrize("preference", ["EMULATED", "AUTO"])
 @pytest.mark.parametrize("mode", ["floor", "rceil"])
 @pytest.mark.parametrize("w_fmt,a_fmt", PAIRS, ids=[f"w{w.name}-a{a.name}" for w, a in PAIRS])
-def test_mx_linear_matches_the_reference_gemm(w_fmt, a_fmt, mode, preference, gpu_device, skip_unless):
+def test_mx_linear_matches_the_reference_gemm(w_fmt, a_fmt, mode, preference, gpu_device, skip_if_refused):
     refused, problem = mkc.check_mx_linear(gpu_device, w_fmt, a_fmt, mode, preference)
-    skip_unless(refused, f"torchao's MX linear with KernelPreference.{preference} on {gpu_device}")
+    skip_if_refused(refused, f"torchao's MX linear with KernelPreference.{preference} on {gpu_device}")
     assert problem is None, problem
 
 
 @pytest.mark.parametrize("dynamic_scale", [False, True], ids=["no-tensor-scale", "dynamic-tensor-scale"])
-def test_nvfp4_linear_matches_the_reference_gemm(dynamic_scale, gpu_device, skip_unless):
+def test_nvfp4_linear_matches_the_reference_gemm(dynamic_scale, gpu_device, skip_if_refused):
     refused, problem = mkc.check_nvfp4_linear(gpu_device, dynamic_scale)
-    skip_unless(refused, f"torchao's NVFP4 linear with activation quantization on {gpu_device}")
+    skip_if_refused(refused, f"torchao's NVFP4 linear with activation quantization on {gpu_device}")
     assert problem is None, problem

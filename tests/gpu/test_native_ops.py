@@ -17,8 +17,8 @@ pytestmark = pytest.mark.needs("expecttest")
 
 
 @pytest.fixture(scope="module")
-def matrix(gpu_device, skip_unless):
-    skip_unless(native_ops.catalogue_refusal(), "torch's op catalogue (OpInfo)")
+def matrix(gpu_device, skip_if_refused):
+    skip_if_refused(native_ops.catalogue_refusal(), "torch's op catalogue (OpInfo)")
     return native_ops.support_matrix(gpu_device)
 
 

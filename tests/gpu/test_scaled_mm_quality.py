@@ -35,19 +35,21 @@ def _check(scaling, values, fast_accum, device, dry_run, record_observation):
 @pytest.mark.parametrize("fast_accum", [False, True], ids=["exact-accum", "fast-accum"])
 @pytest.mark.parametrize("gran", ["tensorwise", pytest.param("rowwise", marks=pytest.mark.sm(90, "rowwise scaled_mm"))])
 def test_scaled_mm_on_device_matches_the_reference(
-    gran, fast_accum, values, gpu_device, dry_run, skip_unless, record_observation
+    gran, fast_accum, values, gpu_device, dry_run, skip_if_refused, record_observation
 ):
-    skip_unless(probes.scaled_mm_refusal(gran, torch.bfloat16, gpu_device), f"{gran} torch._scaled_mm on {gpu_device}")
+    skip_if_refused(
+        probes.scaled_mm_refusal(gran, torch.bfloat16, gpu_device), f"{gran} torch._scaled_mm on {gpu_device}"
+    )
     _check(gran, values, fast_accum, gpu_device, dry_run, record_observation)
 
 
 @pytest.mark.parametrize("values", q.VALUES)
 @pytest.mark.sm(90, "blockwise scaled_mm: cuBLAS has 1x128/128x128 scaling on sm90 only", only=True)
-def test_blockwise_scaled_mm_matches_the_reference(values, gpu_device, dry_run, skip_unless, record_observation):
+def test_blockwise_scaled_mm_matches_the_reference(values, gpu_device, dry_run, skip_if_refused, record_observation):
     """DeepSeek-V3 blockwise: 1x128 tiles for A, 128x128 blocks for B, in the scale layouts torch's
     ScaledBlas.cpp checks. Only a refusal of the minimal call skips; an error from this call is a
     failure."""
-    skip_unless(
+    skip_if_refused(
         probes.scaled_mm_refusal("blockwise", torch.bfloat16, gpu_device), f"blockwise torch._scaled_mm on {gpu_device}"
     )
     _check("blockwise", values, False, gpu_device, dry_run, record_observation)
@@ -56,8 +58,8 @@ def test_blockwise_scaled_mm_matches_the_reference(values, gpu_device, dry_run, 
 @pytest.mark.parametrize("values", q.VALUES)
 @pytest.mark.sm(100, "MX scaled_mm")
 @pytest.mark.needs("torchao")
-def test_mx_scaled_mm_matches_the_reference(values, gpu_device, dry_run, skip_unless, record_observation):
+def test_mx_scaled_mm_matches_the_reference(values, gpu_device, dry_run, skip_if_refused, record_observation):
     """MXFP8 through _scaled_mm takes E8M0 scales in cuBLAS's swizzled layout; torchao's to_blocked
     swizzles fp8ref's."""
-    skip_unless(probes.scaled_mm_refusal("mx", torch.bfloat16, gpu_device), f"mx torch._scaled_mm on {gpu_device}")
+    skip_if_refused(probes.scaled_mm_refusal("mx", torch.bfloat16, gpu_device), f"mx torch._scaled_mm on {gpu_device}")
     _check("mx", values, False, gpu_device, dry_run, record_observation)

@@ -190,7 +190,7 @@ def test_compiled_fp8_training_step_runs_its_fp8_gemms_timed_against_bf16(
 @pytest.mark.sm(100, "FP4 block-scaled tensor cores")
 @pytest.mark.parametrize("name,m,k,n", LLM_GEMM_SHAPES, ids=[s[0] for s in LLM_GEMM_SHAPES])
 def test_fp4_vs_fp8_vs_bf16_gemm_throughput(
-    name, m, k, n, gpu_device, dry_run, skip_unless, benchmark, record_throughput
+    name, m, k, n, gpu_device, dry_run, skip_if_refused, benchmark, record_throughput
 ):
     """MXFP4 and NVFP4 against FP8 (tensorwise, fast accumulation) and bf16 mm on one shape, each
     timed with CUDA events; block scales prepared outside the timed calls. Each FP4 kind goes
@@ -201,7 +201,7 @@ def test_fp4_vs_fp8_vs_bf16_gemm_throughput(
 
     apis = {kind: probes.fp4_gemm_api(kind, torch.bfloat16, gpu_device) for kind in fp4_gemm.FP4_KINDS}
     if not any(apis.values()):
-        skip_unless(probes.fp4_gemm_refusal("mxfp4", torch.bfloat16, gpu_device), f"FP4 GEMMs on {gpu_device}")
+        skip_if_refused(probes.fp4_gemm_refusal("mxfp4", torch.bfloat16, gpu_device), f"FP4 GEMMs on {gpu_device}")
     if dry_run:
         m, k, n = DRY_SHAPE
     gen = torch.Generator().manual_seed(0)

@@ -34,8 +34,10 @@ pytestmark = [pytest.mark.sm(89, "FP8 tensor cores"), pytest.mark.needs("torchao
         pytest.param("rowwise_with_gw_hp", marks=pytest.mark.sm(90, "rowwise")),
     ],
 )
-def test_float8linear_on_device_matches_fp8ref(recipe, gpu_device, dry_run, skip_unless):
-    skip_unless(probes.torchao_recipe_refusal(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}")
+def test_float8linear_on_device_matches_fp8ref(recipe, gpu_device, dry_run, skip_if_refused):
+    skip_if_refused(
+        probes.torchao_recipe_refusal(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}"
+    )
     d_in, d_out, tokens = (128, 64, 64) if dry_run else (2048, 4096, 4096)
     torch.manual_seed(0)
     lin = torch.nn.Linear(d_in, d_out, bias=False).to(torch.bfloat16).to(gpu_device)
@@ -63,18 +65,20 @@ def test_compiled_casts_on_device_match_eager_and_fp8ref(recipe, gpu_device, fre
 
 
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_pad_inner_dim_pads_k_with_zeros(recipe, gpu_device, skip_unless):
+def test_pad_inner_dim_pads_k_with_zeros(recipe, gpu_device, skip_if_refused):
     """K = 200, 72 and 40 are what torch._scaled_mm refuses on CUDA unpadded: pad_inner_dim=True must
     hand the kernel zero-padded operands and train as the reference (fp8ref.harness.ao.float8_linear)."""
-    skip_unless(probes.torchao_recipe_refusal(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}")
+    skip_if_refused(
+        probes.torchao_recipe_refusal(recipe, gpu_device), f"torchao's {recipe} Float8Linear on {gpu_device}"
+    )
     problem = f8l.check_pad_inner_dim(recipe, gpu_device)
     assert problem is None, problem
 
 
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
 def test_force_recompute_fp8_weight_in_bwd_leaves_training_bitwise_unchanged(
-    recipe, gpu_device, skip_unless, full_float32
+    recipe, gpu_device, skip_if_refused, full_float32
 ):
-    skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
+    skip_if_refused(probes.torchao_float8_refusal(), "torchao.float8")
     problem = f8l.check_force_recompute_is_inert(recipe, gpu_device)
     assert problem is None, problem

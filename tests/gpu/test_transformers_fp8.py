@@ -13,17 +13,17 @@ pytestmark = pytest.mark.needs("transformers")
 
 
 @pytest.mark.parametrize("scale_fmt", ["float", "ue8m0"])
-def test_fp8linear_forward_matches_the_block_reference(scale_fmt, gpu_device, skip_unless):
-    skip_unless(finegrained_refusal(), "transformers' fine-grained FP8")
+def test_fp8linear_forward_matches_the_block_reference(scale_fmt, gpu_device, skip_if_refused):
+    skip_if_refused(finegrained_refusal(), "transformers' fine-grained FP8")
     refused, problem = check_fp8linear_forward(gpu_device, scale_fmt)
-    skip_unless(refused, f"transformers' FP8Linear forward on {gpu_device}")
+    skip_if_refused(refused, f"transformers' FP8Linear forward on {gpu_device}")
     assert problem is None, problem
 
 
-def test_fp8experts_forward_matches_the_block_reference(gpu_device, skip_unless):
+def test_fp8experts_forward_matches_the_block_reference(gpu_device, skip_if_refused):
     """A mixture-of-experts layer of FP8 experts (two of four per token) against the exact layer on
     the reference's dequantized weights (fp8ref/harness/hf/fp8_layer_forward.py says the bound)."""
-    skip_unless(finegrained_refusal(), "transformers' fine-grained FP8")
+    skip_if_refused(finegrained_refusal(), "transformers' fine-grained FP8")
     refused, problem = check_fp8experts_forward(gpu_device)
-    skip_unless(refused, f"transformers' FP8Experts forward on {gpu_device}")
+    skip_if_refused(refused, f"transformers' FP8Experts forward on {gpu_device}")
     assert problem is None, problem

@@ -29,11 +29,11 @@ def test_an_op_only_the_device_runs_without_a_kind_fails_naming_it():
 
 
 @pytest.mark.needs("expecttest")
-def test_an_op_only_the_device_runs_with_a_kind_is_checked_there(skip_unless):
+def test_an_op_only_the_device_runs_with_a_kind_is_checked_there(skip_if_refused):
     """``cat`` (movement) stands for an op the CPU does not run: its check runs on the device given."""
     from fp8ref.harness.native import native_ops
 
-    skip_unless(native_ops.catalogue_refusal(), "torch's op catalogue (OpInfo)")
+    skip_if_refused(native_ops.catalogue_refusal(), "torch's op catalogue (OpInfo)")
     checks = dno.device_only_checks(DEVICE, {"mm": {"e4m3fn": "refused"}}, "cpu")
     assert [(c.op, c.fmt) for c in checks] == [("cat", "e4m3fn")] and checks[0].samples > 0
 

@@ -33,15 +33,15 @@ from tests.common.paths import GOLDEN
 
 
 def _outcome(test: Callable[..., None], *args: Any) -> str:
-    """``passed``, ``skipped: <reason>`` or ``failed: <Type>`` for ``test(*args, skip_unless)``,
-    the ``skip_unless`` fixture's own behaviour reproduced (pytest.skip)."""
+    """``passed``, ``skipped: <reason>`` or ``failed: <Type>`` for ``test(*args, skip_if_refused)``,
+    the ``skip_if_refused`` fixture's own behaviour reproduced (pytest.skip)."""
 
-    def skip_unless(answer: str | None, what: str) -> None:
+    def skip_if_refused(answer: str | None, what: str) -> None:
         if answer is not None:
             pytest.skip(f"cannot do {what}: {answer}")
 
     try:
-        test(*args, skip_unless)
+        test(*args, skip_if_refused)
     except pytest.skip.Exception as exc:
         return f"skipped: {exc}"
     except Exception as exc:  # noqa: BLE001 - the outcome is the subject
@@ -63,17 +63,17 @@ def _mutated(module: ModuleType, name: str, old: str, new: str) -> Callable[...,
 
 
 # --- a typo in a check ---------------------------------------------------------------------------
-def _grouped_test(skip_unless: Any) -> None:  # tests/cpu/install/test_grouped_gemm.py's body
+def _grouped_test(skip_if_refused: Any) -> None:  # tests/cpu/install/test_grouped_gemm.py's body
     refused, problem = grouped_bounds.check_grouped_mm("cpu", "ragged")
-    skip_unless(refused, "torch._grouped_mm on cpu")
+    skip_if_refused(refused, "torch._grouped_mm on cpu")
     assert problem is None, problem
 
 
-def _mx_test(skip_unless: Any) -> None:  # tests/cpu/install/test_mx_modes.py's, on the reference
+def _mx_test(skip_if_refused: Any) -> None:  # tests/cpu/install/test_mx_modes.py's, on the reference
     from tests.meta.test_mx_mode_faults import right
 
     r = mx_modes.check_mx_mode(right, E4M3FN, "floor", 32)
-    skip_unless(r.refused, "MX floor, blocks of 32")
+    skip_if_refused(r.refused, "MX floor, blocks of 32")
     assert r.problem is None, r.problem
 
 

@@ -117,8 +117,8 @@ def pad_fault_caught(fault: str) -> bool:
 
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("fault", list(PAD_FAULTS))
-def test_a_pad_inner_dim_fault_is_caught(fault, skip_unless):
+def test_a_pad_inner_dim_fault_is_caught(fault, skip_if_refused):
     from fp8ref.harness.stack import probes
 
-    skip_unless(probes.torchao_recipe_refusal("tensorwise"), "torchao's tensorwise Float8Linear through _scaled_mm")
+    skip_if_refused(probes.torchao_recipe_refusal("tensorwise"), "torchao's tensorwise Float8Linear through _scaled_mm")
     assert pad_fault_caught(fault), f"{fault}: not caught"

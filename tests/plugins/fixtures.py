@@ -1,4 +1,4 @@
-"""The fixtures tests share: ``skip_unless`` (skip when the install refuses a test's subject), the
+"""The fixtures tests share: ``skip_if_refused`` (skip when the install refuses a test's subject), the
 device gpu tests run on (a GPU, or the CPU under ``--fp8-dry-run``), and this install's profile."""
 
 from __future__ import annotations
@@ -14,18 +14,19 @@ from tests.common.paths import GOLDEN
 
 
 @pytest.fixture(scope="session")
-def skip_unless():
-    """``skip_unless(answer, what)``: skip this test when ``answer`` (from ``fp8ref.harness.stack.install``: None
-    when the install can, else ``missing: ...`` / ``refused: ...``) says the install cannot do
-    ``what``, naming the torch and torchao versions and the install's own words.
+def skip_if_refused():
+    """``skip_if_refused(refusal, what)``: skip this test when ``refusal`` (a probe's answer, from
+    ``fp8ref.harness.stack.probes``: None when the install can, else ``missing: ...`` /
+    ``refused: ...``) says the install cannot do ``what``, naming the torch and torchao versions
+    and the install's own words; when ``refusal`` is None, do nothing.
 
     Ask only about the test's *subject*, before exercising it: the answer comes from a minimal,
     known-good call, so a test whose own call fails where the minimal one runs still fails, and
     no wrong number can turn into a skip."""
 
-    def check(answer: str | None, what: str) -> None:
-        if answer is not None:
-            pytest.skip(f"{install.versions_line()} cannot do {what}: {answer}")
+    def check(refusal: str | None, what: str) -> None:
+        if refusal is not None:
+            pytest.skip(f"{install.versions_line()} cannot do {what}: {refusal}")
 
     return check
 

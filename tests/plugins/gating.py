@@ -5,7 +5,7 @@ mark: the two cases of a test parametrized by device), and the one gating rule.
 it, when a package is not installed; for torchao it also skips when torchao is installed but
 refuses to import with this torch (naming the versions). ``@pytest.mark.sm(N, why)`` skips on a
 CUDA device below compute capability N. ``slow`` skips without ``--fp8-slow``. The
-``skip_unless`` fixture (tests/plugins/fixtures.py) skips a test whose subject the install
+``skip_if_refused`` fixture (tests/plugins/fixtures.py) skips a test whose subject the install
 refuses. Nothing else skips.
 """
 

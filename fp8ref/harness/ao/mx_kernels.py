@@ -27,9 +27,9 @@ from ...reference.quantize import quantize
 from ...reference.recipes import OperandCast
 from ...reference.scaling import mx
 from ..gemm.gemm_probes import gemm_accumulation
+from ..stack.checked import Checked
 from ..stack.refusals import attempt
 
-Result = tuple[str | None, str | None]
 TORCH_ELEM = {"e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2", "e2m1fn": "float4_e2m1fn_x2"}
 
 
@@ -89,19 +89,21 @@ def mx_linear_refusal(device: str, w_fmt: str, a_fmt: str, mode: str, preference
     return _refusal(lambda: _mx_linear(x, w, w_fmt, a_fmt, mode, preference), device)
 
 
-def check_mx_linear(device: str, w_fmt: FloatFormat, a_fmt: FloatFormat, mode: str, preference: str) -> Result:
+def check_mx_linear(device: str, w_fmt: FloatFormat, a_fmt: FloatFormat, mode: str, preference: str) -> Checked:
     """``F.linear(x, MXTensor(w))`` with the activation quantized on the fly, its GEMM picked by
     ``KernelPreference[preference]`` (EMULATED: dequantize and matmul; AUTO: the device's MX GEMM
     through torch._scaled_mm): the product of fp8ref's MX casts of x and w (blocks of 32 along K),
     within ``_bounded``'s bound."""
     refused = mx_linear_refusal(device, w_fmt.name, a_fmt.name, mode, preference)
     if refused is not None:
-        return refused, None
+        return Checked.refused(refused)
     x, w = linear_inputs(device=device)
     got = _mx_linear(x, w, w_fmt.name, a_fmt.name, mode, preference)
     a = cast_operand(x.cpu(), OperandCast(a_fmt, mx(32, mode)))
     b = cast_operand(w.cpu(), OperandCast(w_fmt, mx(32, mode)))
-    return None, _bounded(got, a, b, device, f"MX linear w {w_fmt.name}, a {a_fmt.name}, {mode}, {preference}")
+    return Checked.compared(
+        _bounded(got, a, b, device, f"MX linear w {w_fmt.name}, a {a_fmt.name}, {mode}, {preference}")
+    )
 
 
 # NVFP4Tensor.to_nvfp4's keyword arguments per layout or kernel
@@ -134,7 +136,7 @@ def nvfp4_layout_refusal(device: str, layout: str, two_level: bool) -> str | Non
     return _refusal(lambda: _nvfp4_dequantized(w, scale, layout), device)
 
 
-def check_nvfp4_layout(device: str, layout: str, two_level: bool) -> Result:
+def check_nvfp4_layout(device: str, layout: str, two_level: bool) -> Checked:
     """``NVFP4Tensor.to_nvfp4`` with the layout's keywords (scales row-major or swizzled; torchao's
     Triton quantize kernel), one level or two (the reference's per-tensor scale): its dequantized
     values bitwise the reference's (one level: under either element division torchao has used,
@@ -143,7 +145,7 @@ def check_nvfp4_layout(device: str, layout: str, two_level: bool) -> Result:
     reference's while its codes and block scales do not (the layouts are what this checks)."""
     refused = nvfp4_layout_refusal(device, layout, two_level)
     if refused is not None:
-        return refused, None
+        return Checked.refused(refused)
     w, scale = _nvfp4_layout_inputs(two_level)
     got = _nvfp4_dequantized(w.to(device), None if scale is None else scale.to(device), layout)
     if two_level:
@@ -153,9 +155,11 @@ def check_nvfp4_layout(device: str, layout: str, two_level: bool) -> Result:
             d.value: nvfp4.quantize_current(w, "single", division=d).dequantize(torch.float32) for d in nvfp4.Division
         }
     if any(torch.equal(got.cpu(), ref) for ref in refs.values()):
-        return None, None
+        return Checked.compared(None)
     counts = {name: int((got.cpu() != ref).sum()) for name, ref in refs.items()}
-    return None, f"NVFP4 {layout}, {'two' if two_level else 'one'} level: elements differ from the reference {counts}"
+    return Checked.compared(
+        f"NVFP4 {layout}, {'two' if two_level else 'one'} level: elements differ from the reference {counts}"
+    )
 
 
 def _nvfp4_linear(x: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor, dynamic_scale: bool) -> torch.Tensor:
@@ -175,20 +179,20 @@ def nvfp4_linear_refusal(device: str, dynamic_scale: bool) -> str | None:
     return _refusal(lambda: _nvfp4_linear(x, w, scale, dynamic_scale), device)
 
 
-def check_nvfp4_linear(device: str, dynamic_scale: bool) -> Result:
+def check_nvfp4_linear(device: str, dynamic_scale: bool) -> Checked:
     """``F.linear(x, NVFP4Tensor(w))`` with the activation quantized to NVFP4 on the fly, its
     per-tensor scale from the activation's amax (``use_dynamic_per_tensor_scale``) or none: the
     product of fp8ref's NVFP4 casts of x and w, within ``_bounded``'s bound."""
     refused = nvfp4_linear_refusal(device, dynamic_scale)
     if refused is not None:
-        return refused, None
+        return Checked.refused(refused)
     x, w = linear_inputs(4, device)
     w_scale = nvfp4.per_tensor_scale(w.float().abs().amax())
     got = _nvfp4_linear(x, w, w_scale, dynamic_scale)
     x_scale = nvfp4.per_tensor_scale(x.float().abs().amax()) if dynamic_scale else None
     a = nvfp4.quantize(x.cpu(), None if x_scale is None else x_scale.cpu()).dequantize(torch.float32)
     b = nvfp4.quantize(w.cpu(), w_scale.cpu()).dequantize(torch.float32)
-    return None, _bounded(got, a, b, device, f"NVFP4 linear, dynamic per-tensor scale {dynamic_scale}")
+    return Checked.compared(_bounded(got, a, b, device, f"NVFP4 linear, dynamic per-tensor scale {dynamic_scale}"))
 
 
 def _dim1_cast(a: torch.Tensor, choice: str, mode: str) -> torch.Tensor:
@@ -221,23 +225,23 @@ def dim1_cast_kernel_refusal(choice: str, device: str, mode: str) -> str | None:
     return _refusal(lambda: _dim1_cast(a, choice, mode), device)
 
 
-def check_dim1_cast_kernel(choice: str, device: str, mode: str) -> Result:
+def check_dim1_cast_kernel(choice: str, device: str, mode: str) -> Checked:
     """torchao's dim1 (column-wise) MXFP8 cast by ``MXFP8Dim1CastKernelChoice[choice]`` (what its
     MX training casts a GEMM's transposed operand with): the MXTensor it builds dequantizes
     bitwise to fp8ref's MX cast of the transposed input (E4M3, blocks of 32, ``mode``). TORCH is
     the eager cast (``to_mx`` on the transposed input), the others torchao's kernels."""
     refused = dim1_cast_kernel_refusal(choice, device, mode)
     if refused is not None:
-        return refused, None
+        return Checked.refused(refused)
     a = _dim1_input()
     got = _dim1_cast(a.to(device), choice, mode).cpu()
     # dim1: blocks of 32 down each column of a; the MXTensor holds a^T, blocked along its rows
     want = quantize(a.t().float().contiguous(), E4M3FN, mx(32, mode)).dequantize(torch.float32)
     if got.shape != want.shape:
-        return None, f"dim1 cast {choice} {mode}: shape {tuple(got.shape)}, a^T's {tuple(want.shape)}"
+        return Checked.compared(f"dim1 cast {choice} {mode}: shape {tuple(got.shape)}, a^T's {tuple(want.shape)}")
     if torch.equal(got, want):
-        return None, None
-    return None, f"dim1 cast {choice} {mode}: {int((got != want).sum())} of {want.numel()} values differ"
+        return Checked.compared(None)
+    return Checked.compared(f"dim1 cast {choice} {mode}: {int((got != want).sum())} of {want.numel()} values differ")
 
 
 def mx_grad_input_problem(grad: torch.Tensor, w: torch.Tensor) -> str | None:

@@ -3,8 +3,8 @@ the power-of-two rounding of float8 scales (the largest power of two <= the scal
 scales at amax values one ulp either side of a power of two (FLOOR) or of max_elem x 2^k (RCEIL).
 A known deviation (fp8ref/harness/casts/deviations.py: ``POW2_SCALE_DEVIATIONS``,
 ``MX_SCALE_DEVIATIONS``) is excused for exactly its inputs and its answer, and counted; any other
-answer fails. Each check returns ``(problem, excused)``: a line naming the first input whose
-answer is neither (None when there is none), and the excused count per deviation key. Shared by
+answer fails. Each check returns ``(problem, known_deviations)``: a line naming the first input whose
+answer is neither (None when there is none), and the count per known deviation key. Shared by
 tests/cpu/install/test_torchao_scales.py, tests/cpu/install/test_mx_linear.py and tests/meta.
 """
 
@@ -20,7 +20,7 @@ from ...reference.scaling import amax, compute_scale, mx, round_down_to_pow2, te
 from ..casts.deviations import explain_pow2_scales
 from .mx_modes import scale_problem
 
-Checked = tuple[str | None, dict[str, int]]
+ProblemAndDeviations = tuple[str | None, dict[str, int]]
 ToMx = Callable[[torch.Tensor, FloatFormat, int, str], tuple[torch.Tensor, torch.Tensor]]
 
 
@@ -32,7 +32,7 @@ def pow2_edge_scales() -> torch.Tensor:
     return torch.cat([p, below, above, 1.5 * p])
 
 
-def _pow2_problem(scale: torch.Tensor, got: torch.Tensor, what: str) -> Checked:
+def _pow2_problem(scale: torch.Tensor, got: torch.Tensor, what: str) -> ProblemAndDeviations:
     want = round_down_to_pow2(scale)  # exact, from the float's exponent bits
     got = got.float().reshape(want.shape)
     bad = got != want
@@ -45,14 +45,14 @@ def _pow2_problem(scale: torch.Tensor, got: torch.Tensor, what: str) -> Checked:
     return None, counts
 
 
-def check_pow2_round_down(round_down: Callable[[torch.Tensor], torch.Tensor]) -> Checked:
+def check_pow2_round_down(round_down: Callable[[torch.Tensor], torch.Tensor]) -> ProblemAndDeviations:
     """``round_down(scales)`` (a float32 scale to a power of two, as torchao's
     ``_round_scale_down_to_power_of_2``) on ``pow2_edge_scales``."""
     scale = pow2_edge_scales()
     return _pow2_problem(scale, round_down(scale.clone()), "pow2 rounding")
 
 
-def check_pow2_scale(tensor_to_scale: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Checked:
+def check_pow2_scale(tensor_to_scale: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> ProblemAndDeviations:
     """``tensor_to_scale(x)``, the tensorwise E4M3 scale of ``x`` rounded to a power of two (as
     torchao's ``tensor_to_scale(..., round_scales_to_power_of_2=True)``): the definition's
     round-down of float32(448 / amax), or a deviation's answer for that scale."""
@@ -78,7 +78,7 @@ def mx_boundary_blocks(dtype: torch.dtype, mode: str) -> torch.Tensor:
     return x
 
 
-def check_mx_boundary_scales(to_mx: ToMx, dtype: torch.dtype, mode: str) -> Checked:
+def check_mx_boundary_scales(to_mx: ToMx, dtype: torch.dtype, mode: str) -> ProblemAndDeviations:
     """``to_mx``'s E8M0 scales (E4M3 elements, blocks of 32) of ``mx_boundary_blocks``: bitwise
     the definition's, or a named MX scale deviation's exact answer."""
     x = mx_boundary_blocks(dtype, mode)
@@ -87,6 +87,6 @@ def check_mx_boundary_scales(to_mx: ToMx, dtype: torch.dtype, mode: str) -> Chec
     return scale_problem(f"mx {mode} {dtype}", mode, E4M3FN, amax(x, mx(32, mode)), theirs.reshape(ours.shape), ours)
 
 
-def excused_words(counts: dict[str, int], of: int) -> str:
+def known_deviation_words(counts: dict[str, int], of: int) -> str:
     """An observation's words for what was excused: ``'<key> on n of N'``, or the definition's."""
     return "; ".join(f"named deviation {k} on {n} of {of}" for k, n in sorted(counts.items())) or "the definition"

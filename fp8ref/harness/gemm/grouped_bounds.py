@@ -21,13 +21,13 @@ from collections.abc import Callable
 import torch
 
 from ...reference import grouped as ref
+from ..stack.checked import Checked
 from . import grouped
 from .gemm_probes import gemm_accumulation
 
 GROUPS = {"aligned": (32, 0, 64, 32), "ragged": (16, 0, 24, 40)}
 GROUPS_MAX = max(max(g) for g in GROUPS.values())  # (the longest weight-gradient contraction)
 K, N = 64, 96
-Result = tuple[str | None, str | None]
 Operands = tuple[torch.Tensor, torch.Tensor]
 
 
@@ -106,14 +106,22 @@ def _compare(
     return None
 
 
-def check_grouped_mm(device: str, groups: str, fn: Callable[..., torch.Tensor] = grouped.torch_grouped_mm) -> Result:
+def check_grouped_mm(device: str, groups: str, fn: Callable[..., torch.Tensor] = grouped.torch_grouped_mm) -> Checked:
     """torch's bfloat16 grouped GEMM (or ``fn``): the exact products of its bfloat16 operands."""
     a, b, offs, grad = problem(groups)
     got, refused = run(fn, a, b, offs, grad, device)
     if got is None:
-        return refused, None
-    return None, _compare(
-        got, offs, (a, b), (grad, b), (a, grad), lambda m, k: gemm_accumulation(k, device) * m, f"_grouped_mm {groups}"
+        return Checked(refused, None)
+    return Checked.compared(
+        _compare(
+            got,
+            offs,
+            (a, b),
+            (grad, b),
+            (a, grad),
+            lambda m, k: gemm_accumulation(k, device) * m,
+            f"_grouped_mm {groups}",
+        )
     )
 
 
@@ -124,7 +132,7 @@ def check_mxfp8_grouped_mm(
     emulated: bool = True,
     mode: str = "rceil",
     fn: Callable[..., torch.Tensor] | None = None,
-) -> Result:
+) -> Checked:
     """torchao's MXFP8 grouped GEMM (or ``fn``): the exact products of fp8ref's MX operands, every
     block inside one expert (for the weight gradient, blocks of tokens restarting at each group)."""
     a, b, offs, grad = problem(groups, seed=1)
@@ -134,27 +142,29 @@ def check_mxfp8_grouped_mm(
 
     got, refused = run(fn or torchao, a, b, offs, grad, device)
     if got is None:
-        return refused, None
-    return None, _compare(
-        got,
-        offs,
-        (ref.mx_operand(a, mode), ref.mx_operand(b, mode, dim=1)),
-        (ref.mx_operand(grad, mode), ref.mx_operand(b, mode, dim=2)),
-        (ref.mx_tokens_operand(a, offs, mode), ref.mx_tokens_operand(grad, offs, mode)),
-        lambda m, k: gemm_accumulation(k, device) * m,
-        f"MXFP8 grouped {groups} pad={pad}",
+        return Checked(refused, None)
+    return Checked.compared(
+        _compare(
+            got,
+            offs,
+            (ref.mx_operand(a, mode), ref.mx_operand(b, mode, dim=1)),
+            (ref.mx_operand(grad, mode), ref.mx_operand(b, mode, dim=2)),
+            (ref.mx_tokens_operand(a, offs, mode), ref.mx_tokens_operand(grad, offs, mode)),
+            lambda m, k: gemm_accumulation(k, device) * m,
+            f"MXFP8 grouped {groups} pad={pad}",
+        )
     )
 
 
-def check_fp8_rowwise_grouped_mm(device: str, groups: str) -> Result:
+def check_fp8_rowwise_grouped_mm(device: str, groups: str) -> Checked:
     """torchao's FP8 rowwise grouped GEMM (``_scaled_grouped_mm``; CUDA): within the E4M3 rounding
     of both operands of the exact bfloat16 products (module docstring)."""
     a, b, offs, grad = problem(groups, seed=2)
     got, refused = run(grouped.torchao_fp8_rowwise, a, b, offs, grad, device)
     if got is None:
-        return refused, None
+        return Checked(refused, None)
 
     def slack(mag: torch.Tensor, k: int) -> torch.Tensor:
         return (2 * 2.0**-4 + 2.0**-8 + 2.0**-10 / 448 + gemm_accumulation(k, device)) * mag
 
-    return None, _compare(got, offs, (a, b), (grad, b), (a, grad), slack, f"FP8 rowwise grouped {groups}")
+    return Checked.compared(_compare(got, offs, (a, b), (grad, b), (a, grad), slack, f"FP8 rowwise grouped {groups}"))

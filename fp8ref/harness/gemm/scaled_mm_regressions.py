@@ -226,7 +226,7 @@ OUT_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 
 
 def refusal(scaling: str, out_dtype: torch.dtype, device: str) -> tuple[str | None, str]:
-    """``(refusal or None, what)`` for the ``skip_unless`` fixture: whether the install runs this
+    """``(refusal or None, what)`` for the ``skip_if_refused`` fixture: whether the install runs this
     scaling to this out dtype on the device."""
     return probes.scaled_mm_refusal(
         scaling, out_dtype, device

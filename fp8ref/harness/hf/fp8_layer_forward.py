@@ -15,11 +15,12 @@ from ...reference.metrics import calc_diff
 from ...reference.quantize import quantize
 from ...reference.scaling import tile
 from ..gemm.gemm_probes import gemm_accumulation
+from ..stack.checked import Checked
 
 
 def check_fp8linear_forward(
     device: str, scale_fmt: str = "float", forward_fn: Callable[..., torch.Tensor] | None = None
-) -> tuple[str | None, str | None]:
+) -> Checked:
     """``FP8Linear`` (128 x 128 weight blocks from the reference, activations quantized by
     transformers in 1 x 128 tiles) against the exact product of the bfloat16 input and the
     reference's dequantized weight, within what quantizing the input to E4M3 may change (per
@@ -32,7 +33,7 @@ def check_fp8linear_forward(
     from .transformers_fp8 import fp8_layer_refusal, require_transformers
 
     if forward_fn is None and (refused := fp8_layer_refusal("linear", device)) is not None:
-        return refused, None
+        return Checked.refused(refused)
     fp8 = require_transformers("transformers' FP8Linear") if forward_fn is None else None
     gen = torch.Generator().manual_seed(30)
     w = (torch.randn(256, 384, generator=gen) * 0.02).to(torch.bfloat16)
@@ -59,8 +60,10 @@ def check_fp8linear_forward(
     bound = quant @ w64.abs().t() + acc * mag + 2.0**-8 * ref.abs()
     excess = (got.double().cpu() - ref).abs() - bound
     if bool((excess > 0).any()):
-        return None, f"FP8Linear on {device} ({scale_fmt}): {int((excess > 0).sum())} outputs outside the bound"
-    return None, None
+        return Checked.compared(
+            f"FP8Linear on {device} ({scale_fmt}): {int((excess > 0).sum())} outputs outside the bound"
+        )
+    return Checked.compared(None)
 
 
 def tiles(x: torch.Tensor) -> torch.Tensor:
@@ -71,9 +74,7 @@ def tiles(x: torch.Tensor) -> torch.Tensor:
     return quantize(padded, E4M3FN, tile(128)).dequantize(torch.float32)[..., :cols]
 
 
-def check_fp8experts_forward(
-    device: str, forward_fn: Callable[..., torch.Tensor] | None = None
-) -> tuple[str | None, str | None]:
+def check_fp8experts_forward(device: str, forward_fn: Callable[..., torch.Tensor] | None = None) -> Checked:
     """``FP8Experts`` (a mixture-of-experts layer: each token routed to two of four experts, each a
     gated SiLU MLP of two FP8 GEMMs in 128 x 128 weight blocks from the reference) against the
     layer as the recipe defines it (DeepSeek-V3: each GEMM's input quantized to E4M3 in 1 x 128
@@ -90,7 +91,7 @@ def check_fp8experts_forward(
     from .transformers_fp8 import fp8_layer_refusal, require_transformers
 
     if forward_fn is None and (refused := fp8_layer_refusal("experts", device)) is not None:
-        return refused, None
+        return Checked.refused(refused)
     fp8 = require_transformers("transformers' FP8Experts") if forward_fn is None else None
     hidden, inter, experts, tokens = 256, 128, 4, 24
     config = types.SimpleNamespace(
@@ -134,5 +135,7 @@ def check_fp8experts_forward(
             )
     diff = calc_diff(got.double().cpu(), want)
     if not diff < 1e-3:
-        return None, f"FP8Experts on {device}: calc_diff {diff:.2e} against the recipe's layer (DeepGEMM's bound 1e-3)"
-    return None, None
+        return Checked.compared(
+            f"FP8Experts on {device}: calc_diff {diff:.2e} against the recipe's layer (DeepGEMM's bound 1e-3)"
+        )
+    return Checked.compared(None)

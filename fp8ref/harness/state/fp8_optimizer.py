@@ -38,12 +38,12 @@ def check_state_quantization(keep: Callable[[torch.Tensor], Any]) -> str | None:
     x = state_inputs()
     state = keep(x)
     codes, scale = quantize_state(x, state.block_size)
-    got_codes = state.codes.view(torch.uint8)
+    got_codes, got_scale = state.codes.view(torch.uint8).cpu(), state.scale.cpu()  # (a state on any device)
     if not torch.equal(got_codes, codes):
         return f"{int((got_codes != codes).sum())} state codes differ from E4M3(x / (amax / 448))"
-    if not torch.equal(state.scale, scale):
-        return f"{int((state.scale != scale).sum())} block scales differ from amax / 448"
-    if not torch.equal(state.dequantize(), dequantize_state(codes, scale)):
+    if not torch.equal(got_scale, scale):
+        return f"{int((got_scale != scale).sum())} block scales differ from amax / 448"
+    if not torch.equal(state.dequantize().cpu(), dequantize_state(codes, scale)):
         return "the state reads back unlike value(code) * scale"
     return None
 

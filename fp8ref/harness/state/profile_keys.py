@@ -5,6 +5,8 @@ What each key means: ``meanings.py``."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ...reference.formats import select
@@ -55,8 +57,9 @@ def checkpoint_keys(device: str, torchao: bool) -> dict:
 
 def optimizer_state_keys(device: str) -> dict:
     """torchao's FP8 optimizer state (``OptimStateFp8``, the state of ``AdamWFp8``): its default
-    block size, and whether storing a float32 tensor in it gives fp8ref's codes and scales."""
-    from ...reference.optim_state import quantize_state
+    block size, its scale dtype, and whether it holds fp8ref's codes and scales
+    (``fp8_optimizer.check_state_quantization``, the check the tests hold it to)."""
+    from .fp8_optimizer import check_state_quantization
 
     if probes.torchao_float8_refusal() is not None:
         return {}  # (the torchao key says why)
@@ -66,15 +69,16 @@ def optimizer_state_keys(device: str) -> dict:
         from torchao.optim import AdamWFp8
         from torchao.optim.subclass_fp8 import OptimStateFp8
 
-        gen = torch.Generator().manual_seed(0)
-        x = torch.randn(8, 256, generator=gen) * torch.exp2(torch.randint(-20, 20, (8, 1), generator=gen).float())
         block = AdamWFp8([torch.nn.Parameter(torch.zeros(1))]).block_size
-        state = OptimStateFp8.zeros(x.shape, block, device)
-        state.copy_(x.to(device))
-        codes, scale = quantize_state(x, block)
-        same = torch.equal(state.codes.view(torch.uint8).cpu(), codes) and torch.equal(state.scale.cpu(), scale)
+
+        def keep(x: torch.Tensor) -> Any:
+            state = OptimStateFp8.zeros(x.shape, block, device)
+            state.copy_(x.to(device))
+            return state
+
+        same = check_state_quantization(keep) is None
         return {
-            key: f"block {block}, scale {str(state.scale.dtype).removeprefix('torch.')}, "
+            key: f"block {block}, scale {str(keep(torch.ones(block)).scale.dtype).removeprefix('torch.')}, "
             + ("codes and scales as the reference" if same else "differs from the reference")
         }
 

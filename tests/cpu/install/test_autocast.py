@@ -16,8 +16,8 @@ pytestmark = pytest.mark.needs("torchao")
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_float8linear_under_autocast_is_the_reference_fed_one_dtype(recipe, dtype, skip_unless, record_observation):
-    skip_unless(probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear on cpu")
+def test_float8linear_under_autocast_is_the_reference_fed_one_dtype(recipe, dtype, skip_if_refused, record_observation):
+    skip_if_refused(probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear on cpu")
     answer = autocast_answer(torchao_float8_linear(recipe), recipe, dtype)
     lin, x = autocast_inputs()
     with torch.autocast("cpu", dtype=dtype):

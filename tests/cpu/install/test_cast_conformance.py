@@ -25,11 +25,11 @@ from fp8ref.reference.formats import select
 from tests.common.params import TORCH_FORMATS
 
 
-def _impl(name, fmt, skip_unless):
+def _impl(name, fmt, skip_if_refused):
     if name == "ml_dtypes":
         impl = ml_dtypes_cast(fmt)
     else:
-        skip_unless(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
+        skip_if_refused(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
         impl = torch_cast(fmt, "cpu")
     if impl is None:
         pytest.skip(f"{name} has no {fmt.name} on this install")
@@ -47,8 +47,8 @@ CASES = [
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 @pytest.mark.parametrize("fmt,impl_name", CASES)
-def test_all_16bit_patterns_cast_like_the_codec(fmt, impl_name, dtype, record_cast_report, skip_unless):
-    impl = _impl(impl_name, fmt, skip_unless)
+def test_all_16bit_patterns_cast_like_the_codec(fmt, impl_name, dtype, record_cast_report, skip_if_refused):
+    impl = _impl(impl_name, fmt, skip_if_refused)
     x = all_16bit_inputs(dtype)
     report = check_cast(impl, x, fmt, f"all {dtype}".replace("torch.", ""))
     record_cast_report(report)
@@ -58,11 +58,11 @@ def test_all_16bit_patterns_cast_like_the_codec(fmt, impl_name, dtype, record_ca
 
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("fmt,impl_name", CASES)
-def test_all_256_codes_decode_like_the_codec(fmt, impl_name, skip_unless):
+def test_all_256_codes_decode_like_the_codec(fmt, impl_name, skip_if_refused):
     codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
     want = decode(codes, fmt)
     if impl_name == "torch":
-        skip_unless(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
+        skip_if_refused(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
         got = codes.view(fmt.torch_dtype()).float()
         who = f"torch {torch.__version__}"
     else:
@@ -84,8 +84,8 @@ def test_all_256_codes_decode_like_the_codec(fmt, impl_name, skip_unless):
     "inputs", ["representable", "midpoints", "midpoints_pm_ulp", "overflow_boundary", "subnormal_range", "specials"]
 )
 @pytest.mark.parametrize("fmt,impl_name", CASES)
-def test_float32_structured_inputs_cast_like_the_codec(fmt, impl_name, inputs, record_cast_report, skip_unless):
-    impl = _impl(impl_name, fmt, skip_unless)
+def test_float32_structured_inputs_cast_like_the_codec(fmt, impl_name, inputs, record_cast_report, skip_if_refused):
+    impl = _impl(impl_name, fmt, skip_if_refused)
     x = float32_structured_inputs(fmt)[inputs]
     report = check_cast(impl, x, fmt, f"float32 {inputs}")
     record_cast_report(report)
@@ -110,11 +110,11 @@ def test_midpoints_round_to_the_even_neighbour_in_both_directions(fmt):
 
 @pytest.mark.needs("hypothesis")
 @pytest.mark.parametrize("fmt,impl_name", CASES)
-def test_arbitrary_float32_casts_like_the_codec(fmt, impl_name, record_cast_report, skip_unless):
+def test_arbitrary_float32_casts_like_the_codec(fmt, impl_name, record_cast_report, skip_if_refused):
     from hypothesis import given
     from hypothesis import strategies as st
 
-    impl = _impl(impl_name, fmt, skip_unless)
+    impl = _impl(impl_name, fmt, skip_if_refused)
     reports = []
 
     @given(
@@ -139,11 +139,11 @@ SWEEP_PARTS = 16  # 2^28 patterns each: xdist (or its remote workers) can spread
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("part", range(SWEEP_PARTS), ids=lambda p: f"part{p:02d}")
 @pytest.mark.parametrize("fmt,impl_name", CASES)
-def test_all_2pow32_float32_patterns_cast_like_the_codec(fmt, impl_name, part, record_cast_report, skip_unless):
+def test_all_2pow32_float32_patterns_cast_like_the_codec(fmt, impl_name, part, record_cast_report, skip_if_refused):
     """Every float32 bit pattern, in 16 parts of 2^28 and chunks of 2^20 (``sweep.sweep_float32``:
     a chunk of one input class costs one codec pass and one comparison beyond the cast; a mixed
     chunk gets the full check). The end-of-run summary adds the parts up to 2^32 per case."""
-    impl = _impl(impl_name, fmt, skip_unless)
+    impl = _impl(impl_name, fmt, skip_if_refused)
     count = (1 << 32) // SWEEP_PARTS
     report = sweep_float32(impl, fmt, part * count, count)
     assert sum(report.counts.values()) == count
@@ -168,11 +168,11 @@ def test_a_known_deviation_excuses_only_an_answer_the_definition_rejects(deviati
 
 @pytest.mark.parametrize("deviation", list(DEVIATIONS), ids=lambda d: f"{d.fmt.name}.{d.key}")
 @pytest.mark.parametrize("impl_name", IMPLS)
-def test_which_implementations_deviate_is_observed(deviation, impl_name, record_observation, skip_unless):
+def test_which_implementations_deviate_is_observed(deviation, impl_name, record_observation, skip_if_refused):
     """Each implementation the deviation names gives, on its probe inputs, either the definition's
     answer or the deviation's, never a third; which one is observed and printed (torch's is also
     a pinned profile key: ``cast.<fmt>.deviation.<key>``)."""
-    impl = _impl(impl_name, deviation.fmt, skip_unless)
+    impl = _impl(impl_name, deviation.fmt, skip_if_refused)
     seen = observe(impl, deviation)
     record_observation(f"deviation.{deviation.fmt.name}.{deviation.key} [{impl}]", seen)
     assert seen == "definition" or (deviation.applies_to(impl) and seen.startswith("deviates")), seen

@@ -21,8 +21,8 @@ SUBCLASSES += ["float8_tensorwise", "float8_rowwise"]
 
 
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_every_code_of_a_float8_tensor_survives_every_checkpoint_path(fmt, skip_unless, record_observation):
-    skip_unless(probes.torch_dtype_refusal(fmt), f"holds {fmt.name}")
+def test_every_code_of_a_float8_tensor_survives_every_checkpoint_path(fmt, skip_if_refused, record_observation):
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"holds {fmt.name}")
     t = torch.arange(256, dtype=torch.int32).to(torch.uint8).reshape(16, 16).view(fmt.torch_dtype())
     problem = kept_problem(t.t(), f"{fmt.name} tensor", record_observation)  # a transposed view: values, in order
     assert problem is None, problem
@@ -37,19 +37,19 @@ def test_torchao_subclass_keeps_every_field_through_every_checkpoint_path(kind, 
 
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_a_converted_model_resumes_bitwise_from_a_checkpoint(recipe, skip_unless):
+def test_a_converted_model_resumes_bitwise_from_a_checkpoint(recipe, skip_if_refused):
     """Model and optimizer state saved after 3 of 6 AdamW steps and loaded into a freshly converted
     model (other initial weights): losses and final weights as the run that never stopped."""
-    skip_unless(probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear on cpu")
+    skip_if_refused(probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear on cpu")
     problem = check_resume(recipe)
     assert problem is None, problem
 
 
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_a_converted_model_resumes_bitwise_from_a_distributed_checkpoint(recipe, skip_unless):
+def test_a_converted_model_resumes_bitwise_from_a_distributed_checkpoint(recipe, skip_if_refused):
     """The same through torch.distributed.checkpoint (one process; two ranks:
     tests/cpu/install/test_fsdp_float8.py), loaded in place as a resumed run loads it."""
-    skip_unless(probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear on cpu")
+    skip_if_refused(probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear on cpu")
     problem = check_resume(recipe, save=through_dcp)
     assert problem is None, problem

@@ -10,7 +10,7 @@ pytestmark = pytest.mark.needs("torchao")
 
 
 @pytest.mark.parametrize("check", list(CHECKS))
-def test_conversion_keeps_the_parameters_contract(check, skip_unless):
-    skip_unless(probes.torchao_recipe_refusal("tensorwise"), "torchao's tensorwise Float8Linear on cpu")
+def test_conversion_keeps_the_parameters_contract(check, skip_if_refused):
+    skip_if_refused(probes.torchao_recipe_refusal("tensorwise"), "torchao's tensorwise Float8Linear on cpu")
     problem = CHECKS[check](torchao_convert)
     assert problem is None, problem

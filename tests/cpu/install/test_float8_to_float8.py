@@ -28,9 +28,11 @@ TARGETS = [pytest.param(f, id=f.name) for f in select(has_torch_dtype=True)]
 
 @pytest.mark.parametrize("how", HOWS)
 @pytest.mark.parametrize("src,dst", PAIRS)
-def test_every_code_converts_to_every_float8_format_by_the_definition(src, dst, how, skip_unless, record_cast_report):
-    skip_unless(probes.torch_dtype_refusal(src), f"holds {src.name}")
-    skip_unless(probes.torch_dtype_refusal(dst), f"holds {dst.name}")
+def test_every_code_converts_to_every_float8_format_by_the_definition(
+    src, dst, how, skip_if_refused, record_cast_report
+):
+    skip_if_refused(probes.torch_dtype_refusal(src), f"holds {src.name}")
+    skip_if_refused(probes.torch_dtype_refusal(dst), f"holds {dst.name}")
     report = check_float8_to_float8(src, dst, how)
     record_cast_report(report)
     assert report.ok, report.failure_message()
@@ -38,18 +40,18 @@ def test_every_code_converts_to_every_float8_format_by_the_definition(src, dst, 
 
 @pytest.mark.parametrize("source", [torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("dst", TARGETS)
-def test_copy_into_float8_from_every_16bit_pattern(dst, source, skip_unless, record_cast_report):
-    skip_unless(probes.torch_dtype_refusal(dst), f"holds {dst.name}")
+def test_copy_into_float8_from_every_16bit_pattern(dst, source, skip_if_refused, record_cast_report):
+    skip_if_refused(probes.torch_dtype_refusal(dst), f"holds {dst.name}")
     report = check_cast(copy_into(dst), all_16bit_inputs(source), dst, f"copy_ from {source}")
     record_cast_report(report)
     assert report.ok, report.failure_message()
 
 
 @pytest.mark.parametrize("dst", TARGETS)
-def test_copy_into_float8_from_float32_and_float64_rounds_as_the_cast_does(dst, skip_unless, record_cast_report):
+def test_copy_into_float8_from_float32_and_float64_rounds_as_the_cast_does(dst, skip_if_refused, record_cast_report):
     """float32: the structured inputs against the codec. float64: rounded once or through float32
     (both are observed in the wild); copy_ must round the way ``.to`` does on this install."""
-    skip_unless(probes.torch_dtype_refusal(dst), f"holds {dst.name}")
+    skip_if_refused(probes.torch_dtype_refusal(dst), f"holds {dst.name}")
     x = torch.cat(list(float32_structured_inputs(dst).values()))
     report = check_cast(copy_into(dst), x, dst, "copy_ from float32")
     record_cast_report(report)

@@ -88,10 +88,10 @@ def test_the_fp4_gemm_check_passes_a_correct_stand_in_and_catches_faults(kind, t
         assert excess(kind, two_level, torch.bfloat16, "cpu", 128, 256, 128) is not None, fault
 
 
-def test_this_cpu_refuses_fp4_gemms_or_runs_them_correctly(skip_unless):
+def test_this_cpu_refuses_fp4_gemms_or_runs_them_correctly(skip_if_refused):
     """On an install whose CPU path takes FP4 operands (through either API), the same check holds."""
     for kind, two_level in CASES:
-        skip_unless(probes.fp4_gemm_refusal(kind, torch.bfloat16, "cpu"), f"{kind} FP4 GEMMs on cpu")
+        skip_if_refused(probes.fp4_gemm_refusal(kind, torch.bfloat16, "cpu"), f"{kind} FP4 GEMMs on cpu")
         assert (
             excess(kind, two_level, torch.bfloat16, "cpu", api=probes.fp4_gemm_api(kind, torch.bfloat16, "cpu")) is None
         )

@@ -39,11 +39,11 @@ def test_fp8_optimizer_state_is_the_reference_quantization():
 
 
 @pytest.mark.slow
-def test_adamw_fp8_steps_are_adamw_on_the_reference_state(skip_unless, record_observation):
+def test_adamw_fp8_steps_are_adamw_on_the_reference_state(skip_if_refused, record_observation):
     """Each step's state codes and block scales, and the parameter, against the reference AdamW
     whose moments go through fp8ref's FP8 state (fp8ref/harness/state/fp8_optimizer.py). The gap to plain
     float32 AdamW is recorded beside it (what the FP8 state costs)."""
-    skip_unless(adamw_fp8_step_refusal(), "torchao's AdamWFp8 step on cpu")
+    skip_if_refused(adamw_fp8_step_refusal(), "torchao's AdamWFp8 step on cpu")
     problem = check_steps(adamw_fp8)
     assert problem is None, problem
     gap = float32_adamw_gap(adamw_fp8)

@@ -18,16 +18,16 @@ from tests.common.params import on_devices
 
 @on_devices()
 @pytest.mark.parametrize("groups", list(gc.GROUPS))
-def test_torch_grouped_mm_multiplies_each_group_by_its_expert(groups, device, skip_unless):
+def test_torch_grouped_mm_multiplies_each_group_by_its_expert(groups, device, skip_if_refused):
     refused, problem = gc.check_grouped_mm(device, groups)
-    skip_unless(refused, f"torch._grouped_mm on {device}")
+    skip_if_refused(refused, f"torch._grouped_mm on {device}")
     assert problem is None, problem
 
 
 @pytest.mark.needs("torchao")
 @pytest.mark.parametrize("pad", [False, True], ids=["unpadded", "padded"])
 @pytest.mark.parametrize("groups", list(gc.GROUPS))
-def test_torchao_mxfp8_grouped_mm_keeps_every_block_inside_one_expert(groups, pad, skip_unless):
+def test_torchao_mxfp8_grouped_mm_keeps_every_block_inside_one_expert(groups, pad, skip_if_refused):
     refused, problem = gc.check_mxfp8_grouped_mm("cpu", groups, pad)
-    skip_unless(refused, f"torchao's emulated MXFP8 grouped GEMM ({groups} groups, pad={pad}) on cpu")
+    skip_if_refused(refused, f"torchao's emulated MXFP8 grouped GEMM ({groups} groups, pad={pad}) on cpu")
     assert problem is None, problem

@@ -40,11 +40,11 @@ METHODS = {torch.float16: "half", torch.bfloat16: "bfloat16", torch.float32: "fl
 @pytest.mark.parametrize("spelling", ["to", "method"])
 @pytest.mark.parametrize("target", TARGETS, ids=str)
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_every_code_decodes_to_every_target(fmt, target, spelling, skip_unless):
+def test_every_code_decodes_to_every_target(fmt, target, spelling, skip_if_refused):
     """Every code to float16, bfloat16, float32 and float64, through ``.to(dtype)`` and through
     ``.half()/.bfloat16()/.float()/.double()``: the format's exact value (fp8ref's decode) rounded
     once to the target; E8M0's extremes overflow float16 to inf and underflow it to 0."""
-    skip_unless(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
 
     def codes_to(codes):
         fp8 = codes.view(fmt.torch_dtype())
@@ -56,8 +56,8 @@ def test_every_code_decodes_to_every_target(fmt, target, spelling, skip_unless):
 
 @pytest.mark.parametrize("source", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_casts_of_non_contiguous_sources_match_the_codec(fmt, source, skip_unless):
-    skip_unless(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
+def test_casts_of_non_contiguous_sources_match_the_codec(fmt, source, skip_if_refused):
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn(64, 96, generator=gen) * 40).to(source)
     bad = layout_mismatches(lambda view: view.to(fmt.torch_dtype()).view(torch.uint8), x, fmt)
@@ -65,8 +65,8 @@ def test_casts_of_non_contiguous_sources_match_the_codec(fmt, source, skip_unles
 
 
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_decoding_a_non_contiguous_float8_view_matches_the_codec(fmt, skip_unless):
-    skip_unless(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
+def test_decoding_a_non_contiguous_float8_view_matches_the_codec(fmt, skip_if_refused):
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
     codes = torch.randint(0, 256, (64, 96), generator=torch.Generator().manual_seed(1), dtype=torch.uint8)
     for name, view in layouts(codes).items():
         got = view.view(fmt.torch_dtype()).float()
@@ -75,12 +75,14 @@ def test_decoding_a_non_contiguous_float8_view_matches_the_codec(fmt, skip_unles
 
 
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_float64_sources_round_once_or_through_float32_and_the_profile_says_which(fmt, skip_unless, record_observation):
+def test_float64_sources_round_once_or_through_float32_and_the_profile_says_which(
+    fmt, skip_if_refused, record_observation
+):
     """How a float64 tensor is cast is implementation-defined: rounded once, or to float32 first
     (a double rounding on inputs just beyond a tie). Either is a known answer, recorded here and
     pinned as ``cast.<fmt>.f64.rounding``; anything else (some inputs one way, some the other) is a
     bug. ml_dtypes, the second oracle, is asked too."""
-    skip_unless(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
     x, once, via = float64_double_rounding_inputs(fmt)
     assert x.dtype == torch.float64 and x.numel() > 0 and bool((once != via).all())
     answers = {"torch": float64_rounding(torch_cast(fmt), fmt)}
@@ -166,11 +168,11 @@ def _every_input(source: torch.dtype, fmt: FloatFormat) -> torch.Tensor:
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("source", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_casts_of_views_equal_the_contiguous_cast_on_every_input(fmt, source, skip_unless):
+def test_casts_of_views_equal_the_contiguous_cast_on_every_input(fmt, source, skip_if_refused):
     """A transposed, sliced, strided, offset or expanded view casts bit for bit as its contiguous
     copy, on every input: not only values in range (those are held to the codec above) but the
     implementation-defined answers too, overflow, +-inf and NaN codes."""
-    skip_unless(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"casts to {fmt.name}")
     x = as_matrix(_every_input(source, fmt))
     bad = layout_bit_mismatches(lambda v: v.to(fmt.torch_dtype()).view(torch.uint8), x)
     assert not bad, f"{fmt.name} from {source} views that cast unlike their contiguous copy: {bad}"
@@ -179,10 +181,10 @@ def test_casts_of_views_equal_the_contiguous_cast_on_every_input(fmt, source, sk
 @pytest.mark.exhaustive
 @pytest.mark.parametrize("target", TARGETS, ids=str)
 @pytest.mark.parametrize("fmt", TORCH_FORMATS)
-def test_decodes_of_views_equal_the_contiguous_decode_on_every_code(fmt, target, skip_unless):
+def test_decodes_of_views_equal_the_contiguous_decode_on_every_code(fmt, target, skip_if_refused):
     """Every code (NaN codes and, for E8M0, the extremes that leave float16's range included),
     decoded from each view, bit for bit as from the contiguous copy."""
-    skip_unless(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"decodes {fmt.name}")
     codes = as_matrix(torch.arange(256, dtype=torch.int32).to(torch.uint8))
     bad = layout_bit_mismatches(lambda v: v.view(fmt.torch_dtype()).to(target), codes)
     assert not bad, f"{fmt.name} -> {target}: views that decode unlike their contiguous copy: {bad}"

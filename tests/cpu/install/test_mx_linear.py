@@ -43,11 +43,11 @@ def test_mx_weight_in_f_linear_matches_the_reference_gemm(w_fmt, a_fmt, mode):
 @on_devices()
 @pytest.mark.parametrize("two_level", [False, True], ids=["one-level", "two-level"])
 @pytest.mark.parametrize("layout", list(mkc.NVFP4_LAYOUTS))
-def test_nvfp4_quantizes_alike_in_every_scale_layout(layout, two_level, device, skip_unless):
+def test_nvfp4_quantizes_alike_in_every_scale_layout(layout, two_level, device, skip_if_refused):
     """NVFP4Tensor with row-major or swizzled block scales, and through torchao's Triton quantize
     kernel where this install has it: the same values as the reference's NVFP4 quantization."""
     refused, problem = mkc.check_nvfp4_layout(device, layout, two_level)
-    skip_unless(refused, f"torchao's NVFP4 {layout} quantization on {device}")
+    skip_if_refused(refused, f"torchao's NVFP4 {layout} quantization on {device}")
     assert problem is None, problem
 
 
@@ -68,7 +68,7 @@ def mx_linear_backward_refusal() -> str | None:
     return None if ok else str(result)
 
 
-def test_mx_linear_backward_is_the_product_of_the_casts(skip_unless, record_observation):
+def test_mx_linear_backward_is_the_product_of_the_casts(skip_if_refused, record_observation):
     """Backward through an MXTensor weight in F.linear: whether it runs is implementation-defined
     (torchao 0.18's MX inference tensors refuse it on the CPU) and recorded; where it runs, the
     input gradient is the gradient times fp8ref's cast of the weight (``mkc.mx_grad_input_problem``)."""
@@ -76,7 +76,7 @@ def test_mx_linear_backward_is_the_product_of_the_casts(skip_unless, record_obse
 
     refused = mx_linear_backward_refusal()
     record_observation("torchao MXTensor F.linear backward on cpu", refused or "runs")
-    skip_unless(refused, "backward through an MXTensor weight in F.linear on cpu")
+    skip_if_refused(refused, "backward through an MXTensor weight in F.linear on cpu")
     x, w = mkc.linear_inputs(1)
     xr = x.clone().requires_grad_()
     wm = MXTensor.to_mx(w, torch.float8_e4m3fn, 32, act_quant_kwargs=QuantizeTensorToMXKwargs())
@@ -119,14 +119,14 @@ def nvfp4_activation_linear_refusal() -> str | None:
     return None if ok else str(result)
 
 
-def test_nvfp4_weight_with_activation_quantization_in_f_linear(skip_unless, record_observation):
+def test_nvfp4_weight_with_activation_quantization_in_f_linear(skip_if_refused, record_observation):
     """The dynamic (activation-quantized) NVFP4 linear goes through a block-scaled FP4 GEMM, which
     this install may refuse (recorded); where it runs, the product of fp8ref's NVFP4 casts of x
     and w within one bfloat16 rounding and float32 accumulation (``mkc.check_nvfp4_linear``, as
     the CUDA twin tests/gpu/test_mx_linear.py checks it)."""
     refused = nvfp4_activation_linear_refusal()
     record_observation("torchao NVFP4Tensor F.linear with activation quantization on cpu", refused or "runs")
-    skip_unless(refused, "torchao's NVFP4 linear with activation quantization on cpu")
+    skip_if_refused(refused, "torchao's NVFP4 linear with activation quantization on cpu")
     refused, problem = mkc.check_nvfp4_linear("cpu", dynamic_scale=False)
     assert refused is None and problem is None, refused or problem
 
@@ -163,11 +163,11 @@ def test_mx_scale_at_the_amax_boundaries(dtype, mode, record_observation, record
     exactly its answer and recorded; any other scale fails (fp8ref/harness/ao/scale_edges.py)."""
     from fp8ref.harness.ao import torchao_compat as ao
 
-    problem, excused = sec.check_mx_boundary_scales(ao.to_mx, dtype, mode)
+    problem, known_deviations = sec.check_mx_boundary_scales(ao.to_mx, dtype, mode)
     record_observation(
         f"torchao mx {mode} scales at the amax boundaries ({dtype})",
-        sec.excused_words(excused, sec.mx_boundary_blocks(dtype, mode).shape[0]),
+        sec.known_deviation_words(known_deviations, sec.mx_boundary_blocks(dtype, mode).shape[0]),
     )
-    for key, n in excused.items():
+    for key, n in known_deviations.items():
         record_defect(key, f"torchao to_mx {mode} ({dtype})", n)
     assert problem is None, f"torchao {problem}"

@@ -150,7 +150,7 @@ def test_pack_fp4_matches_torchaos_pack_uint4():
     assert torch.equal(pack_fp4(codes), ao.pack_uint4(codes))
 
 
-def test_pack_fp4_matches_torchs_float4_e2m1fn_x2_reading(skip_unless):
+def test_pack_fp4_matches_torchs_float4_e2m1fn_x2_reading(skip_if_refused):
     """torch's float4_e2m1fn_x2 is a storage-only dtype with no cast; torch says how it reads the
     two nibbles where it exports one (the ONNX exporter unpacks element 0 from the low nibble)."""
     if not hasattr(torch, "float4_e2m1fn_x2"):

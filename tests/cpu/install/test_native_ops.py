@@ -23,8 +23,8 @@ pytestmark = pytest.mark.needs("expecttest")
 
 
 @pytest.fixture(scope="module")
-def matrix(skip_unless):
-    skip_unless(native_ops.catalogue_refusal(), "torch's op catalogue (OpInfo)")
+def matrix(skip_if_refused):
+    skip_if_refused(native_ops.catalogue_refusal(), "torch's op catalogue (OpInfo)")
     return native_ops.support_matrix("cpu")
 
 
@@ -47,13 +47,13 @@ def test_the_catalogue_finds_the_ops_training_moves_fp8_through(matrix):
 
 @pytest.mark.parametrize("name", noc.TRAINING_OPS)
 def test_an_op_training_moves_fp8_through_keeps_to_the_definition(
-    name, matrix, skip_unless, record_observation, record_defect
+    name, matrix, skip_if_refused, record_observation, record_defect
 ):
     formats = noc.runs_on(matrix, name)
     # (an op's outcome is its first catalogue sample's until a later one runs: a refusal of that
     # sample on every dtype is what this skip says, not that no input of the op runs)
     first = f"refused on its first catalogue sample on every float8 dtype ({native_ops.matrix_word(matrix[name])})"
-    skip_unless(None if formats else first, name)
+    skip_if_refused(None if formats else first, name)
     checks = noc.checked([name], matrix, "cpu")
     for c in checks:
         for key, value in c.observed.items():

@@ -64,24 +64,24 @@ def test_scaled_mm_requirements_on_this_device(record_observation):
 @pytest.mark.parametrize("fast_accum", [False, True], ids=["exact-accum", "fast-accum"])
 @pytest.mark.parametrize("out_dtype", mm.OUT_DTYPES, ids=str)
 @pytest.mark.parametrize("scaling", mm.SCALINGS)
-def test_every_out_dtype_matches_the_exact_product(scaling, out_dtype, fast_accum, device, skip_unless):
-    skip_unless(*mm.refusal(scaling, out_dtype, device))
+def test_every_out_dtype_matches_the_exact_product(scaling, out_dtype, fast_accum, device, skip_if_refused):
+    skip_if_refused(*mm.refusal(scaling, out_dtype, device))
     problem = mm.check_every_out_dtype(device, scaling, out_dtype, fast_accum)
     assert problem is None, problem
 
 
 @ON_DEVICES
 @pytest.mark.parametrize("scaling", mm.SCALINGS)
-def test_bias_is_added_once_under_non_unit_scales(scaling, device, skip_unless):
-    skip_unless(*mm.refusal(scaling, torch.bfloat16, device))
+def test_bias_is_added_once_under_non_unit_scales(scaling, device, skip_if_refused):
+    skip_if_refused(*mm.refusal(scaling, torch.bfloat16, device))
     problem = mm.check_bias_added_once(device, scaling)
     assert problem is None, problem
 
 
 @ON_DEVICES
 @pytest.mark.parametrize("scaling", mm.SCALINGS)
-def test_rows_not_a_multiple_of_the_tile(scaling, device, ragged_m, skip_unless, record_observation):
-    skip_unless(*mm.refusal(scaling, torch.bfloat16, device))
+def test_rows_not_a_multiple_of_the_tile(scaling, device, ragged_m, skip_if_refused, record_observation):
+    skip_if_refused(*mm.refusal(scaling, torch.bfloat16, device))
     problem, kernels = mm.check_ragged_rows(device, scaling, ragged_m)
     record_observation(f"_scaled_mm {scaling} kernels by M on {device}", kernels)
     assert problem is None, problem
@@ -89,8 +89,10 @@ def test_rows_not_a_multiple_of_the_tile(scaling, device, ragged_m, skip_unless,
 
 @ON_DEVICES
 @pytest.mark.parametrize("scaling", mm.SCALINGS)
-def test_compiled_scaled_mm_matches_the_exact_product(scaling, device, skip_unless, record_observation, fresh_dynamo):
-    skip_unless(*mm.refusal(scaling, torch.bfloat16, device))
+def test_compiled_scaled_mm_matches_the_exact_product(
+    scaling, device, skip_if_refused, record_observation, fresh_dynamo
+):
+    skip_if_refused(*mm.refusal(scaling, torch.bfloat16, device))
     problem, seen = mm.check_compiled(device, scaling)
     record_observation(f"torch.compile(_scaled_mm) {scaling} on {device}", seen)
     assert problem is None, problem
@@ -98,24 +100,24 @@ def test_compiled_scaled_mm_matches_the_exact_product(scaling, device, skip_unle
 
 @ON_DEVICES
 @pytest.mark.parametrize("out_dtype", [torch.float8_e4m3fn, torch.float8_e5m2], ids=str)
-def test_fp8_output_applies_scale_result(out_dtype, device, skip_unless, record_observation):
-    skip_unless(*mm.refusal("tensorwise", out_dtype, device))
+def test_fp8_output_applies_scale_result(out_dtype, device, skip_if_refused, record_observation):
+    skip_if_refused(*mm.refusal("tensorwise", out_dtype, device))
     problem, rule = mm.check_scale_result(device, out_dtype)
     record_observation(f"_scaled_mm scale_result with {out_dtype} output on {device}", rule)
     assert problem is None, problem
 
 
 @ON_DEVICES
-def test_without_fast_accumulation_partial_sums_are_promoted_to_float32(device, skip_unless, record_observation):
-    skip_unless(*mm.refusal("tensorwise", torch.float32, device))
+def test_without_fast_accumulation_partial_sums_are_promoted_to_float32(device, skip_if_refused, record_observation):
+    skip_if_refused(*mm.refusal("tensorwise", torch.float32, device))
     problem, seen = mm.check_promotion(device)
     record_observation(f"_scaled_mm accumulator bits on {device} (23 = float32's)", seen)
     assert problem is None, problem
 
 
 @ON_DEVICES
-def test_scale_forms_and_odd_shapes_give_right_results_where_accepted(device, skip_unless, record_observation):
-    skip_unless(*mm.refusal("tensorwise", torch.float32, device))
+def test_scale_forms_and_odd_shapes_give_right_results_where_accepted(device, skip_if_refused, record_observation):
+    skip_if_refused(*mm.refusal("tensorwise", torch.float32, device))
     problem, seen = mm.check_scale_forms(device)
     record_observation(f"_scaled_mm scale forms and shapes on {device}", seen)
     assert problem is None, problem

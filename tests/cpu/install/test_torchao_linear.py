@@ -77,7 +77,7 @@ def test_emulated_float8linear_is_bitwise_equal_without_bias(recipe, dtype):
 @pytest.mark.parametrize("emulate", [True, False], ids=["emulate", "scaled_mm"])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("recipe", AO_RECIPES)
-def test_float8linear_with_bias_matches_within_output_rounding(recipe, dtype, emulate, skip_unless):
+def test_float8linear_with_bias_matches_within_output_rounding(recipe, dtype, emulate, skip_if_refused):
     """torchao adds the bias after rounding the GEMM to the output dtype (two roundings);
     fp8ref adds it in float32 and rounds once. With emulate=False torchao also runs
     torch._scaled_mm, which accumulates in its own order and, for rowwise float32 inputs,
@@ -86,7 +86,7 @@ def test_float8linear_with_bias_matches_within_output_rounding(recipe, dtype, em
     sum|a||b| (hp operands x 1.1, covering the FP8 rounding of each operand):
     |torchao - fp8ref| <= 2u|y| + u m + 2 (K + 3) 2^-24 m."""
     if not emulate:
-        skip_unless(
+        skip_if_refused(
             probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear through torch._scaled_mm on cpu"
         )
     theirs, ours, (lin, x, g) = _pair(recipe, emulate, dtype, bias=True)
@@ -109,8 +109,10 @@ def test_float8linear_with_bias_matches_within_output_rounding(recipe, dtype, em
 
 
 @pytest.mark.parametrize("recipe", AO_RECIPES)
-def test_float8linear_sqnr_against_high_precision_meets_torchaos_thresholds(recipe, record_observation, skip_unless):
-    skip_unless(
+def test_float8linear_sqnr_against_high_precision_meets_torchaos_thresholds(
+    recipe, record_observation, skip_if_refused
+):
+    skip_if_refused(
         probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear through torch._scaled_mm on cpu"
     )
     theirs, _, (lin, x, g) = _pair(recipe, False, torch.bfloat16, bias=True)
@@ -325,27 +327,27 @@ def test_each_gemm_casts_its_operands_as_the_recipe_says(recipe, gemm):
 
 @ON_DEVICES
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_compiled_float8linear_forward_and_backward_match_eager(recipe, device, skip_unless, fresh_dynamo):
-    skip_unless(probes.torchao_recipe_refusal(recipe, device), f"torchao's {recipe} Float8Linear on {device}")
+def test_compiled_float8linear_forward_and_backward_match_eager(recipe, device, skip_if_refused, fresh_dynamo):
+    skip_if_refused(probes.torchao_recipe_refusal(recipe, device), f"torchao's {recipe} Float8Linear on {device}")
     problem = f8l.check_compiled_matches_eager(recipe, device)
     assert problem is None, problem
 
 
 @ON_DEVICES
 @pytest.mark.parametrize("recipe", TORCHAO_RECIPES)
-def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, device, skip_unless, full_float32):
-    skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
+def test_weight_cast_follows_the_weight_after_optimizer_steps(recipe, device, skip_if_refused, full_float32):
+    skip_if_refused(probes.torchao_float8_refusal(), "torchao.float8")
     problem = f8l.check_weight_cast_follows_the_weight(recipe, device)
     assert problem is None, problem
 
 
 # --- Float8LinearConfig's options -----------------------------------------------------------------
 @pytest.mark.parametrize("recipe", AO_RECIPES)
-def test_pad_inner_dim_pads_k_with_zeros(recipe, skip_unless):
+def test_pad_inner_dim_pads_k_with_zeros(recipe, skip_if_refused):
     """pad_inner_dim=True: every GEMM's ragged contraction dim (K = 200, 72, 40) reaches
     torch._scaled_mm padded to a multiple of 16 with the zero code, and the layer trains as the
     reference does (fp8ref/harness/ao/float8_linear.py says the bound)."""
-    skip_unless(
+    skip_if_refused(
         probes.torchao_recipe_refusal(recipe), f"torchao's {recipe} Float8Linear through torch._scaled_mm on cpu"
     )
     problem = f8l.check_pad_inner_dim(recipe, "cpu")

@@ -68,12 +68,12 @@ def test_pow2_round_down_of_scales_just_below_a_power_of_two(record_observation,
     those scales and that answer and recorded; any other answer fails."""
     from torchao.float8.float8_utils import _round_scale_down_to_power_of_2
 
-    problem, excused = sec.check_pow2_round_down(_round_scale_down_to_power_of_2)
+    problem, known_deviations = sec.check_pow2_round_down(_round_scale_down_to_power_of_2)
     record_observation(
         "torchao pow2 rounding of scales at 2^k and one ulp either side",
-        sec.excused_words(excused, sec.pow2_edge_scales().numel()),
+        sec.known_deviation_words(known_deviations, sec.pow2_edge_scales().numel()),
     )
-    for key, n in excused.items():
+    for key, n in known_deviations.items():
         record_defect(key, "torchao _round_scale_down_to_power_of_2", n)
     assert problem is None, f"torchao {problem}"
 
@@ -86,9 +86,9 @@ def test_pow2_scale_for_an_amax_one_ulp_above_max_over_a_power_of_two(j, record_
     named deviation ``pow2_f32_log2``, recorded); any other scale fails."""
     a = torch.nextafter(torch.tensor(1.75 * 2.0**j), torch.tensor(math.inf))
     x = torch.tensor([a.item(), -a.item() / 2])
-    problem, excused = sec.check_pow2_scale(lambda t: ao.tensor_to_scale(t, E4M3FN, tensorwise(), True), x)
-    record_observation(f"torchao pow2 scale for amax {a.item()!r}", sec.excused_words(excused, 1))
-    for key, n in excused.items():
+    problem, known_deviations = sec.check_pow2_scale(lambda t: ao.tensor_to_scale(t, E4M3FN, tensorwise(), True), x)
+    record_observation(f"torchao pow2 scale for amax {a.item()!r}", sec.known_deviation_words(known_deviations, 1))
+    for key, n in known_deviations.items():
         record_defect(key, "torchao tensor_to_scale (pow2)", n)
     assert problem is None, f"torchao {problem}"
 

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.needs("torchao")
 
 
 @pytest.fixture(scope="module")
-def members(skip_unless):
-    skip_unless(probes.torchao_float8_refusal(), "torchao.float8")
+def members(skip_if_refused):
+    skip_if_refused(probes.torchao_float8_refusal(), "torchao.float8")
     return surface.members()
 
 

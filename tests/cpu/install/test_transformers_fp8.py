@@ -24,8 +24,8 @@ DTYPES = [torch.float32, torch.bfloat16]
 
 
 @pytest.fixture(autouse=True)
-def _finegrained(skip_unless):
-    skip_unless(finegrained_refusal(), "transformers' fine-grained FP8")
+def _finegrained(skip_if_refused):
+    skip_if_refused(finegrained_refusal(), "transformers' fine-grained FP8")
 
 
 def _record(check, what, record_observation, record_defect):

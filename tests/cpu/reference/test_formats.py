@@ -108,8 +108,8 @@ for _f in select(has_torch_dtype=True):
 
 
 @pytest.mark.parametrize("fmt,field", _torch_cases)
-def test_torch_finfo_matches_derived(fmt, field, skip_unless):
-    skip_unless(probes.torch_dtype_refusal(fmt), f"finfo of {fmt.name}")
+def test_torch_finfo_matches_derived(fmt, field, skip_if_refused):
+    skip_if_refused(probes.torch_dtype_refusal(fmt), f"finfo of {fmt.name}")
     dtype = fmt.torch_dtype()
     got = getattr(torch.finfo(dtype), field)
     want = _torch_expected(fmt)[field]

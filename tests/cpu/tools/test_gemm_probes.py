@@ -41,8 +41,8 @@ def test_scale_result_probe_tells_the_three_rules_apart(rule, monkeypatch):
         ({"keep_bits": 8}, "tensorwise"),
     ],
 )
-def test_the_bound_catches_a_wrong_gemm(fault, scaling, monkeypatch, skip_unless):
-    skip_unless(probes.scaled_mm_refusal(scaling), f"{scaling} torch._scaled_mm on cpu")
+def test_the_bound_catches_a_wrong_gemm(fault, scaling, monkeypatch, skip_if_refused):
+    skip_if_refused(probes.scaled_mm_refusal(scaling), f"{scaling} torch._scaled_mm on cpu")
     c = case(64, 128, 48, scaling, "cpu")
     bias = torch.randn(48, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16) * 8
     assert excess(c, run(c, torch.bfloat16, bias=bias), torch.bfloat16, bias=bias) is None  # the real one

@@ -244,10 +244,10 @@ def test_a_torchao_that_does_not_import_is_recorded(monkeypatch):
     assert ao_keys.torchao_keys("cpu") == {"torchao": "missing"}
 
 
-def test_skip_helper_names_the_versions_and_the_refusal(skip_unless):
-    skip_unless(None, "anything")  # a capability the install has: no skip
+def test_skip_helper_names_the_versions_and_the_refusal(skip_if_refused):
+    skip_if_refused(None, "anything")  # a capability the install has: no skip
     with pytest.raises(pytest.skip.Exception) as info:
-        skip_unless("refused: RuntimeError: no rowwise here", "rowwise torch._scaled_mm on cpu")
+        skip_if_refused("refused: RuntimeError: no rowwise here", "rowwise torch._scaled_mm on cpu")
     msg = str(info.value)
     assert f"torch {torch.__version__}" in msg and "torchao" in msg
     assert "rowwise torch._scaled_mm on cpu" in msg and "refused: RuntimeError: no rowwise here" in msg
