@@ -328,6 +328,59 @@ traceback); 3 an internal error in fp8ref (a bug: the traceback is printed); 130
 (nothing written)"""
 
 
+def _trace_target(target: str) -> Any:
+    """The function ``pkg.module:function`` names, imported as ``python -m`` imports (the current
+    folder first on sys.path); a usage error naming what is wrong with it otherwise."""
+    import importlib
+
+    module_name, colon, name = target.partition(":")
+    if not colon or not module_name or not name:
+        raise UsageError(f"target {target!r}: expected pkg.module:function (a module, ':', a function in it)")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - the user's module, whatever it raises while it loads
+        missing = isinstance(exc, ModuleNotFoundError) and f"{module_name}.".startswith(f"{exc.name}.")
+        if not missing:  # (an error inside the user's module: its traceback says where)
+            traceback.print_exc()
+        raise UsageError(
+            f"target {target!r}: module {module_name!r} cannot be imported ({type(exc).__name__}: {exc})"
+        ) from exc
+    fn: Any = module
+    for part in name.split("."):
+        if not hasattr(fn, part):
+            raise UsageError(f"target {target!r}: module {module_name!r} has no attribute {name!r}")
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise UsageError(f"target {target!r}: {name!r} is not callable ({type(fn).__name__}), expected a function")
+    return fn
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from .harness.trace import trace
+
+    fn = _trace_target(args.target)
+    try:
+        result = trace(fn)
+    except Exception as exc:
+        innermost = traceback.extract_tb(exc.__traceback__)[-1].filename
+        if os.path.realpath(innermost).startswith(os.path.dirname(os.path.realpath(__file__)) + os.sep):
+            raise  # (fp8ref's own: a bug, exit 3)
+        traceback.print_exc()  # (the user's function failed: its traceback is theirs to read)
+        raise UsageError(f"target {args.target!r} raised {type(exc).__name__}: {exc}") from exc
+    args.exit_code = 1 if result.violations else 0
+    print(f"{args.target}: {len(result.records)} FP8 op call(s), {len(result.violations)} violation(s)")
+    for line in result.summary():
+        print(f"  {line}")
+    if args.all:
+        for record in result.records:
+            print(record.line())
+    for record in result.violations:
+        print(f"violation: {record.report()}")
+    return int(args.exit_code)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m fp8ref",
@@ -468,6 +521,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--json", action="store_true", help="JSON instead of a table")
     p.set_defaults(func=_cmd_bench)
+
+    p = sub.add_parser(
+        "trace",
+        help="run a function under the tracer: its FP8 ops, each checked against the definition; exit 1 on a violation",
+    )
+    p.add_argument("target", help="pkg.module:function, imported as python -m imports (the current folder first)")
+    p.add_argument("--all", action="store_true", help="also print every recorded call, in order")
+    p.set_defaults(func=_cmd_trace)
 
     try:
         args = parser.parse_args(argv)  # a usage error exits 2 here, with argparse's message

@@ -1,0 +1,37 @@
+"""A tracer that checks: ``trace(fn, *args, **kwargs)`` runs ``fn`` under a dispatch mode that
+records every op reading or writing a float8 dtype, and every scaled GEMM, with the line of the
+user's code that called it, and holds each to the definition by its kind on the spot (data
+movement against the uint8 view, casts against the codec, arithmetic against the exact result
+rounded once, ``_scaled_mm`` within its derived bound). ``python -m fp8ref trace
+pkg.module:function`` runs it from the command line.
+
+- ``records``: ``Trace`` (the ordered ``Record``s, the violations, ``summary``, ``digest``);
+- ``recorder``: the dispatch mode;
+- ``op_checks``: the check of one recorded call, by its kind;
+- ``call_site``: the user's ``file:line``.
+
+What it cannot see: compiled regions (torch.compile's graphs run as one op, or not through a
+Python dispatch mode at all), and ops run in C++ below a kernel (a fused kernel's own casts).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .records import Difference, Record, TensorInfo, Trace
+
+__all__ = ["trace", "Trace", "Record", "TensorInfo", "Difference"]
+
+
+def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
+    """Run ``fn(*args, **kwargs)`` under the tracer; its return value is ``Trace.result``. What
+    ``fn`` raises propagates (the records so far are lost with it)."""
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    from .recorder import TraceMode
+
+    result = Trace()
+    with TraceMode(result):
+        result.result = fn(*args, **kwargs)
+    return result

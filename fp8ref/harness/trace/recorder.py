@@ -1,0 +1,90 @@
+"""The dispatch mode that records and checks: every aten op whose inputs or outputs hold a float8
+dtype (and every scaled GEMM) is recorded, with its call site, and held to its kind's check
+(``op_checks``) before the traced code goes on.
+
+Tensor subclasses (torchao's Float8TrainingTensor, Float8Tensor, MXTensor) are seen through: a
+mode is asked first, and for an op on a subclass this one returns ``NotImplemented``, so the
+subclass's ``__torch_dispatch__`` runs and the ops it runs on its inner tensors (the float8
+codes, the scales) come back to the mode as plain ops. That is how torch's ``DebugMode`` (torch
+>= 2.10) treats DTensor; the subclass-level call is kept in ``Trace.through``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from ..native.native_op_kinds import UNCHECKED
+from .call_site import call_site
+from .op_checks import SCALED_GEMMS, check_call, is_float8, touches_float8
+from .records import Record, TensorInfo, Trace
+
+__all__ = ["TraceMode"]
+
+_HASH_DIGITS = 16
+
+
+def _info(t: torch.Tensor, digest: bool) -> TensorInfo:
+    sha = ""
+    if digest and is_float8(t) and t.device.type != "meta":
+        codes = t.view(torch.uint8).contiguous().cpu().reshape(-1).clone()  # (its own storage, exactly its bytes)
+        sha = hashlib.sha256(bytes(codes.untyped_storage())).hexdigest()[:_HASH_DIGITS]
+    return TensorInfo(str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()), str(t.device), sha)
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    return [v for v in tree_flatten(tree)[0] if isinstance(v, torch.Tensor)]
+
+
+def _before(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The arguments as the op finds them: a copy of each tensor it writes to (its schema says
+    which), taken before it runs."""
+    written = {a.name for a in func._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    if not written:
+        return args, kwargs
+
+    def copy(v: Any) -> Any:
+        return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, v)
+
+    names = [a.name for a in func._schema.arguments]
+    args = tuple(copy(v) if i < len(names) and names[i] in written else v for i, v in enumerate(args))
+    return args, {k: copy(v) if k in written else v for k, v in kwargs.items()}
+
+
+class TraceMode(TorchDispatchMode):
+    """Records into ``trace`` (see the module docstring)."""
+
+    def __init__(self, trace: Trace) -> None:
+        super().__init__()
+        self.trace = trace
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        subclasses = [t for t in types if t.__torch_dispatch__ is not torch._C._disabled_torch_dispatch_impl]
+        if subclasses:  # (the subclass runs it; its inner ops come back here)
+            names = ", ".join(sorted({t.__name__ for t in subclasses}))
+            self.trace.through.append((str(func), names, call_site()))
+            return NotImplemented
+        wanted = func.overloadpacket.__name__ in SCALED_GEMMS or touches_float8((args, kwargs))
+        before = _before(func, args, kwargs) if wanted else (args, kwargs)
+        out = func(*args, **kwargs)
+        if not (wanted or touches_float8(out)):
+            return out
+        verdict = check_call(func, *before, out)
+        uninitialized = verdict.reason == UNCHECKED["empty"]  # (its bytes are whatever memory held)
+        record = Record(
+            index=len(self.trace.records),
+            op=str(func),
+            site=call_site(),
+            inputs=tuple(_info(t, False) for t in _tensors(before)),
+            outputs=tuple(_info(t, not uninitialized) for t in _tensors(out)),
+        )
+        record.kind, record.status, record.reason = verdict.kind, verdict.status, verdict.reason
+        record.problem, record.difference = verdict.problem, verdict.difference
+        record.observed, record.known_deviations = verdict.observed, verdict.known_deviations
+        self.trace.records.append(record)
+        return out

@@ -1,0 +1,140 @@
+"""What a trace holds: one ``Record`` per call of an op that reads or writes a float8 dtype, in the
+order the calls ran, with the check it was held to and its verdict; ``Trace`` holds them, the
+violations, a summary per op and a digest to pin."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from typing import Any
+
+__all__ = ["TensorInfo", "Difference", "Record", "Trace", "STATUSES"]
+
+STATUSES = ("ok", "violation", "unchecked")
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """One tensor argument or output: dtype (``float8_e4m3fn``), shape, strides, device, and for a
+    float8 output the SHA-256 of its bytes in logical order (16 hex digits; empty otherwise)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    device: str
+    sha256: str = ""
+
+    def __str__(self) -> str:
+        shape = ", ".join(map(str, self.shape))
+        text = f"{self.dtype}[{shape}] stride {self.stride}"
+        return text + ("" if self.device == "cpu" else f" on {self.device}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Difference:
+    """The first element of an output that the check rejects: which output, its index, the
+    answer given and the one the definition gives (code in hex and value, or a value and its
+    bound), and how many elements of that output differ."""
+
+    output: int
+    index: tuple[int, ...]
+    got: str
+    want: str
+    count: int
+    total: int
+
+    def __str__(self) -> str:
+        which = f"output {self.output} " if self.output else ""
+        return (
+            f"{which}{self.count} of {self.total} elements differ; first at {list(self.index)}: "
+            f"got {self.got}, want {self.want}"
+        )
+
+
+@dataclasses.dataclass
+class Record:
+    """One traced call. ``kind``: the check it was held to (``movement``, ``cast``, ``values``,
+    ``written``, ``converts``, ``scaled_mm``) or ``unchecked``; ``status``: ``ok``, ``violation``
+    (``problem`` and ``difference`` say what differs) or ``unchecked`` (``reason`` says why)."""
+
+    index: int
+    op: str
+    site: str
+    inputs: tuple[TensorInfo, ...]
+    outputs: tuple[TensorInfo, ...]
+    kind: str = "unchecked"
+    status: str = "unchecked"
+    reason: str = ""
+    problem: str = ""
+    difference: Difference | None = None
+    observed: dict[str, str] = dataclasses.field(default_factory=dict)  # implementation-defined answers
+    known_deviations: dict[str, int] = dataclasses.field(default_factory=dict)  # named deviation -> elements
+
+    def line(self) -> str:
+        """The call in one line: index, op, kind and verdict, call site, inputs -> outputs."""
+        ins = ", ".join(map(str, self.inputs)) or "-"
+        outs = ", ".join(map(str, self.outputs)) or "-"
+        verdict = f"{self.kind}: {self.status}" if self.status != "unchecked" else f"unchecked: {self.reason}"
+        return f"#{self.index} {self.op} [{verdict}] at {self.site}: {ins} -> {outs}"
+
+    def report(self) -> str:
+        """A violation as a person needs it: the op, where the user's code called it, the
+        tensors, what differs and the first differing element."""
+        text = [self.line(), f"  {self.problem}"]
+        if self.difference is not None:
+            text.append(f"  {self.difference}")
+        return "\n".join(text)
+
+
+@dataclasses.dataclass
+class Trace:
+    """The ordered records of one traced call, ``result`` its return value, and ``through``: the
+    calls a tensor subclass (torchao's float8 and MX tensors) handled, each ``(op, subclasses,
+    call site)``: the ops it ran on its inner tensors are among the records."""
+
+    records: list[Record] = dataclasses.field(default_factory=list)
+    through: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
+    result: Any = None
+
+    @property
+    def violations(self) -> list[Record]:
+        return [r for r in self.records if r.status == "violation"]
+
+    @property
+    def unchecked(self) -> list[Record]:
+        return [r for r in self.records if r.status == "unchecked"]
+
+    def summary(self) -> list[str]:
+        """One line per op: its calls, the kinds it was checked as, how many were checked, the
+        violations, and why the rest were not checked."""
+        ops: dict[str, list[Record]] = {}
+        for r in self.records:
+            ops.setdefault(r.op, []).append(r)
+        width = max((len(op) for op in ops), default=0)
+        lines = []
+        for op, recs in ops.items():
+            kinds = Counter(r.kind for r in recs)
+            checked = sum(r.status != "unchecked" for r in recs)
+            bad = sum(r.status == "violation" for r in recs)
+            why = sorted({r.reason for r in recs if r.status == "unchecked"})
+            seen = sorted({v for r in recs for v in r.observed.values()})
+            text = f"{op:<{width}}  {len(recs):>4} call(s)  " + ", ".join(f"{k} x{n}" for k, n in kinds.items())
+            text += f"; checked {checked}, unchecked {len(recs) - checked}"
+            text += f"; {bad} violation(s)" if bad else ""
+            text += f"; observed {', '.join(seen)}" if seen else ""
+            text += f" (unchecked: {'; '.join(why)})" if why else ""
+            lines.append(text)
+        for (op, types), n in Counter((op, types) for op, types, _ in self.through).items():
+            lines.append(f"{op:<{width}}  {n:>4} call(s) on {types}: seen through (its inner ops are above)")
+        return lines
+
+    def digest(self) -> list[str]:
+        """The ordered ops with each tensor's dtype, shape and strides and the SHA-256 prefix of
+        each float8 output's bytes: two runs that compute the same float8 codes the same way give
+        the same lines (call sites are left out, so moving code does not change it)."""
+        out = []
+        for r in self.records:
+            ins = ", ".join(map(str, r.inputs)) or "-"
+            outs = ", ".join(f"{t} #{t.sha256}" if t.sha256 else str(t) for t in r.outputs) or "-"
+            out.append(f"{r.op}: {ins} -> {outs}")
+        return out
