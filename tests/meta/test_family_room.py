@@ -10,7 +10,7 @@ from fp8ref.harness.profiles import families, profile, upgrade_report
 from fp8ref.harness.profiles.key_meanings import meaning_of
 from tests.meta.standin_room import checks
 
-KEY = "standin.e4m3fn.saturates"
+KEY = "standin.e4m3fn.exact_value"
 
 
 @pytest.fixture
@@ -24,7 +24,7 @@ def registered(monkeypatch):
 
 def test_its_key_is_collected_into_the_profile(registered, monkeypatch):
     monkeypatch.setattr(families, "FAMILIES", [registered])
-    assert profile.collect("cpu")["behaviour"] == {KEY: "saturate"}
+    assert profile.collect("cpu")["behaviour"] == {KEY: "exact"}
 
 
 def test_its_key_has_its_meaning(registered):
@@ -37,10 +37,10 @@ def test_a_change_of_its_key_reaches_the_upgrade_report(registered, monkeypatch)
     before = profile.collect("cpu")
     monkeypatch.setitem(checks.ANSWER, "ok", False)
     after = profile.collect("cpu")
-    assert checks.check_saturates() is not None  # the check itself catches the changed answer
+    assert checks.check_exact_value() is not None  # the check itself catches the changed answer
     (change,) = upgrade_report.build(before, after)["changes"]
     assert change["key"] == KEY and change["severity"] == "numerics"
-    assert change["meaning"] == "what 600 becomes in e4m3fn", change
+    assert change["meaning"] == "what 1.125 becomes in e4m3fn", change
 
 
 def test_without_its_line_the_key_has_no_meaning():

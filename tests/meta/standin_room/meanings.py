@@ -5,9 +5,9 @@ from fp8ref.harness.profiles.key_meanings import KeyMeaning
 OWNS = ("standin",)
 MEANINGS = (
     KeyMeaning(
-        "standin.*.saturates",
+        "standin.*.exact_value",
         "stand-in family",
-        "what 600 becomes in {1}",
+        "what 1.125 becomes in {1}",
         "a stand-in consequence for the upgrade report",
         "numerics",
     ),
