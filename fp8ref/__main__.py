@@ -329,32 +329,16 @@ traceback); 3 an internal error in fp8ref (a bug: the traceback is printed); 130
 
 
 def _trace_target(target: str) -> Any:
-    """The function ``pkg.module:function`` names, imported as ``python -m`` imports (the current
-    folder first on sys.path); a usage error naming what is wrong with it otherwise."""
-    import importlib
+    """The function ``pkg.module:function`` names (``trace.target.load_target``); a usage error
+    naming what is wrong with it otherwise."""
+    from .harness.trace.target import TargetError, load_target
 
-    module_name, colon, name = target.partition(":")
-    if not colon or not module_name or not name:
-        raise UsageError(f"target {target!r}: expected pkg.module:function (a module, ':', a function in it)")
-    if "" not in sys.path and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - the user's module, whatever it raises while it loads
-        missing = isinstance(exc, ModuleNotFoundError) and f"{module_name}.".startswith(f"{exc.name}.")
-        if not missing:  # (an error inside the user's module: its traceback says where)
-            traceback.print_exc()
-        raise UsageError(
-            f"target {target!r}: module {module_name!r} cannot be imported ({type(exc).__name__}: {exc})"
-        ) from exc
-    fn: Any = module
-    for part in name.split("."):
-        if not hasattr(fn, part):
-            raise UsageError(f"target {target!r}: module {module_name!r} has no attribute {name!r}")
-        fn = getattr(fn, part)
-    if not callable(fn):
-        raise UsageError(f"target {target!r}: {name!r} is not callable ({type(fn).__name__}), expected a function")
-    return fn
+        return load_target(target)
+    except TargetError as exc:
+        if exc.inside:  # (an error inside the user's module: its traceback says where)
+            traceback.print_exception(exc.__cause__)
+        raise UsageError(str(exc)) from exc
 
 
 def _cmd_trace(args: argparse.Namespace) -> int:

@@ -1,7 +1,8 @@
 """The tracer (``fp8ref.harness.trace``, ``python -m fp8ref trace``): a small float8 program and a
 torchao Float8Linear training step traced clean on this install, each op held to the check of its
-kind; the digest; the command line's exit codes on a user's file outside the checkout. The faults
-it catches are tests/meta/test_trace_faults.py."""
+kind; the digest; the command line's exit codes, and the pytest plugin (``--fp8-workload``, the
+``fp8_trace`` fixture), on a user's files outside the checkout. The faults it catches are
+tests/meta/test_trace_faults.py."""
 
 from __future__ import annotations
 
@@ -139,6 +140,22 @@ def broken():  # a user's own CPU kernel for aten's mul: e4m3fn products rounded
 """
 
 
+_USER_TESTS = """
+import torch
+
+from fp8user_prog import broken, clean
+
+
+def test_a_clean_call_passes_and_returns_its_trace(fp8_trace):
+    got = fp8_trace(clean)
+    assert any(r.op == "aten.cat.default" for r in got.records)
+
+
+def test_a_violating_call_fails(fp8_trace):
+    fp8_trace(broken)
+"""
+
+
 def _in(folder):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     return {"cwd": str(folder), "env": env}
@@ -146,26 +163,54 @@ def _in(folder):
 
 def run_beside(folder):
     (folder / "fp8user_prog.py").write_text(textwrap.dedent(_USER_FILE))
+    (folder / "test_fp8user.py").write_text(textwrap.dedent(_USER_TESTS))
+    # a team's own suite: fp8ref's pytest plugin comes with the installed package (its entry
+    # point), not from this checkout's conftest
+    suite = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-rA", "-q"]
+    workloads = ["--fp8-workload=fp8user_prog:clean", "--fp8-workload=fp8user_prog:broken"]
     return {
-        "clean": (fp8ref_cli("trace", "fp8user_prog:clean"), _in(folder)),
         "broken": (fp8ref_cli("trace", "fp8user_prog:broken"), _in(folder)),
+        "suite": ([*suite, *workloads, "test_fp8user.py"], _in(folder)),
     }
 
 
-def test_the_command_traces_a_users_function_and_exits_0_when_clean(beside):
-    done = beside("clean")
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "fp8user_prog:clean: " in done.stdout and "0 violation(s)" in done.stdout, done.stdout
-    assert "aten.cat.default" in done.stdout and "aten._to_copy.default" in done.stdout, done.stdout
+def _users_line() -> int:
+    return 1 + textwrap.dedent(_USER_FILE).splitlines().index("    a * b  # the line a violation names")
+
+
+def test_the_command_traces_a_users_function_and_exits_0_when_clean(tmp_path, monkeypatch, capsys):
+    (tmp_path / "fp8user_prog.py").write_text(textwrap.dedent(_USER_FILE))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "fp8user_prog", raising=False)
+    assert main(["trace", "fp8user_prog:clean"]) == 0
+    out = capsys.readouterr().out
+    assert "fp8user_prog:clean: " in out and "0 violation(s)" in out, out
+    assert "aten.cat.default" in out and "aten._to_copy.default" in out, out
 
 
 def test_the_command_exits_1_naming_the_op_and_the_users_line_on_a_violation(beside):
     done = beside("broken")
     assert done.returncode == 1, done.stdout + done.stderr
-    line = 1 + textwrap.dedent(_USER_FILE).splitlines().index("    a * b  # the line a violation names")
     assert "1 violation(s)" in done.stdout, done.stdout
     assert "violation: #" in done.stdout and "aten.mul.Tensor [values: violation]" in done.stdout, done.stdout
-    assert f"fp8user_prog.py:{line}:" in done.stdout and "got 0x3f (1.875), want 0x40 (2.0)" in done.stdout, done.stdout
+    assert f"fp8user_prog.py:{_users_line()}:" in done.stdout, done.stdout
+    assert "got 0x3f (1.875), want 0x40 (2.0)" in done.stdout, done.stdout
+
+
+def test_the_pytest_plugin_traces_each_workload_and_serves_the_fixture_in_a_teams_own_suite(beside):
+    """pytest run in a folder outside the checkout, with no conftest: --fp8-workload adds one item
+    per workload and fp8_trace is a fixture, both from the installed package's entry point."""
+    done = beside("suite")
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "PASSED ::fp8-workload[fp8user_prog:clean]" in out, out
+    assert "FAILED ::fp8-workload[fp8user_prog:broken]" in out, out
+    assert "PASSED test_fp8user.py::test_a_clean_call_passes_and_returns_its_trace" in out, out
+    assert "FAILED test_fp8user.py::test_a_violating_call_fails" in out, out
+    assert "2 failed, 2 passed" in out, out
+    # each failure names the op and the user's line
+    assert out.count(f"fp8user_prog.py:{_users_line()}:") >= 2 and "aten.mul.Tensor" in out, out
 
 
 @pytest.mark.parametrize(

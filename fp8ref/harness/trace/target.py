@@ -1,0 +1,53 @@
+"""The function a ``pkg.module:function`` target names, imported as ``python -m`` imports it: the
+folder it is run from first on ``sys.path``. Shared by ``python -m fp8ref trace`` and the pytest
+plugin's ``--fp8-workload``."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["TargetError", "load_target"]
+
+
+class TargetError(ValueError):
+    """A target that names no callable: what is wrong with it, naming the target. ``inside``: the
+    user's module raised while it loaded (its traceback is theirs to read)."""
+
+    def __init__(self, message: str, inside: bool = False) -> None:
+        super().__init__(message)
+        self.inside = inside
+
+
+def load_target(target: str, folder: str | os.PathLike[str] | None = None) -> Callable[..., Any]:
+    """The callable ``target`` (``pkg.module:function``, or ``pkg.module:Class.method``) names,
+    importing the module with ``folder`` (default: the current folder) first on ``sys.path``.
+    ``TargetError`` names what is wrong: no ``:``, a module that cannot be imported, a missing
+    attribute, an attribute that is not callable."""
+    if not isinstance(target, str):
+        raise TypeError(f"target: expected 'pkg.module:function' (str), got {type(target).__name__}")
+    module_name, colon, name = target.partition(":")
+    if not colon or not module_name or not name:
+        raise TargetError(f"target {target!r}: expected pkg.module:function (a module, ':', a function in it)")
+    where = os.fspath(folder) if folder is not None else os.getcwd()
+    if where not in sys.path and not (folder is None and "" in sys.path):
+        sys.path.insert(0, where)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - the user's module, whatever it raises while it loads
+        missing = isinstance(exc, ModuleNotFoundError) and f"{module_name}.".startswith(f"{exc.name}.")
+        raise TargetError(
+            f"target {target!r}: module {module_name!r} cannot be imported ({type(exc).__name__}: {exc})",
+            inside=not missing,
+        ) from exc
+    fn: Any = module
+    for part in name.split("."):
+        if not hasattr(fn, part):
+            raise TargetError(f"target {target!r}: module {module_name!r} has no attribute {name!r}")
+        fn = getattr(fn, part)
+    if not callable(fn):
+        raise TargetError(f"target {target!r}: {name!r} is not callable ({type(fn).__name__}), expected a function")
+    return fn

@@ -1,0 +1,101 @@
+"""fp8ref as a pytest plugin, loaded through the package's ``pytest11`` entry point: a team's own
+test suite gets it by installing fp8ref, without the fp8ref checkout.
+
+- ``pytest --fp8-workload=pkg.module:function`` (repeatable): one test item per workload, which
+  runs the function with no arguments under the tracer (``fp8ref.harness.trace``) and fails when
+  an FP8 op it runs is not what the definition gives, naming the op and the line of the team's
+  code that called it. The module is imported with the folder pytest runs from first on
+  ``sys.path``, as ``python -m fp8ref trace`` imports it.
+- The ``fp8_trace`` fixture: ``fp8_trace(fn, *args, **kwargs)`` traces a call inside a team's own
+  test and fails the test on a violation; it returns the ``Trace`` (its records, summary, digest).
+
+This is the one module of fp8ref that imports pytest; nothing in fp8ref imports it. Loading it
+costs nothing: torch is imported only when a workload runs or the fixture is used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+__all__ = ["WorkloadItem", "FP8Violation"]
+
+
+class FP8Violation(AssertionError):
+    """A traced call ran FP8 ops the definition rejects."""
+
+
+def _violations_text(what: str, trace: Any) -> str:
+    lines = [f"{what}: {len(trace.violations)} FP8 op call(s) the definition rejects"]
+    lines += [f"  {record.report()}" for record in trace.violations]
+    lines += ["FP8 ops traced:"] + [f"  {line}" for line in trace.summary()]
+    return "\n".join(lines)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("fp8ref", "fp8ref: FP8 numerics held to their definition")
+    group.addoption(
+        "--fp8-workload",
+        action="append",
+        default=[],
+        metavar="pkg.module:function",
+        help="trace this function (no arguments) and check every FP8 op it runs against the definition; repeatable",
+    )
+
+
+class WorkloadItem(pytest.Item):
+    """One ``--fp8-workload``: the function traced, its violations a failure."""
+
+    def __init__(self, *, target: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+        self.add_marker(pytest.mark.fp8_workload)
+
+    def runtest(self) -> None:
+        from fp8ref.harness.trace import trace
+        from fp8ref.harness.trace.target import TargetError, load_target
+
+        try:
+            fn = load_target(self.target, self.config.invocation_params.dir)
+        except TargetError as exc:
+            raise pytest.UsageError(f"--fp8-workload: {exc}") from exc
+        result = trace(fn)
+        if result.violations:
+            raise FP8Violation(_violations_text(self.target, result))
+        self.user_properties.append(("fp8_ops", "; ".join(result.summary())))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+        if isinstance(excinfo.value, FP8Violation):
+            return str(excinfo.value)
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return self.target, None, f"fp8 workload {self.target}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "fp8_workload: a --fp8-workload traced by fp8ref")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    for target in config.getoption("--fp8-workload") or ():
+        items.append(WorkloadItem.from_parent(session, name=f"fp8-workload[{target}]", target=target))
+
+
+@pytest.fixture
+def fp8_trace() -> Iterator[Callable[..., Any]]:
+    """``fp8_trace(fn, *args, **kwargs)``: ``fn`` traced (``fp8ref.harness.trace.trace``); the test
+    fails naming each FP8 op the definition rejects and the line that called it. Returns the
+    ``Trace``."""
+    from fp8ref.harness.trace import trace
+
+    def traced(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        result = trace(fn, *args, **kwargs)
+        if result.violations:
+            name = getattr(fn, "__qualname__", repr(fn))
+            raise FP8Violation(_violations_text(name, result))
+        return result
+
+    yield traced
