@@ -66,7 +66,7 @@ class WorkloadItem(pytest.Item):
             raise FP8Violation(_violations_text(self.target, result))
         self.user_properties.append(("fp8_ops", "; ".join(result.summary())))
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:  # type: ignore[override]
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         if isinstance(excinfo.value, FP8Violation):
             return str(excinfo.value)
         return str(super().repr_failure(excinfo))
