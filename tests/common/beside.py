@@ -1,10 +1,9 @@
-"""Command lines the tests run as processes of their own, and the two ways they run them.
+"""Command lines the tests run as processes of their own, and ``ProcessQueue``, which runs them.
 
-Each such process pays for its own interpreter and torch import (seconds of CPU), and the test
-that waits for one leaves its core idle. In a one-process run ``OneAfterAnother`` runs them all, one after
-another, on one core beside the tests (tests/plugins/beside.py starts it when collection ends);
-under pytest-xdist a module's processes start ``AllAtOnce`` when its first test asks. Either
-way each test reads back the result it asserts on."""
+Each such process pays for its own interpreter and torch import (seconds of CPU), so where several
+calls check the same thing they share one interpreter (``fp8ref_main_each``, ``pytest_each``).
+tests/plugins/beside.py queues them on one core beside the tests, and each test reads back the
+result it asserts on."""
 
 from __future__ import annotations
 
@@ -46,6 +45,20 @@ def main_each_report(done: subprocess.CompletedProcess) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def pytest_each(runs: dict[str, dict]) -> list[str]:
+    """A fresh interpreter that calls ``pytest.main`` with each run's argv in turn (name ->
+    ``{"argv": [...], "cwd": folder}``, cwd optional); read each run with ``pytest_each_result``."""
+    return script("pytest_each.py", json.dumps(runs))
+
+
+def pytest_each_result(done: subprocess.CompletedProcess, name: str) -> subprocess.CompletedProcess:
+    """Run ``name`` of a ``pytest_each`` process, as a ``CompletedProcess`` of its own would read:
+    pytest's exit code, and what it wrote to stdout and stderr."""
+    assert done.returncode == 0, done.stderr[-2000:]
+    code, out, err = json.loads(done.stdout.strip().splitlines()[-1])[name]
+    return subprocess.CompletedProcess(json.loads(done.args[-1])[name]["argv"], code, out, err)
+
+
 def _spawn(argv: list[str], kwargs: dict) -> subprocess.Popen:
     # An environment of its own (a copy taken here): without ``env``, the child execs with the
     # process's live ``environ`` array, which a library in another thread may reallocate with
@@ -59,29 +72,9 @@ def _completed(proc: subprocess.Popen, timeout: float | None = None) -> subproce
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-class AllAtOnce:
-    """``calls`` (name -> (argv, Popen keywords)) running side by side; ``result(name)`` waits for one."""
-
-    def __init__(self, calls: dict[str, tuple[list[str], dict]]) -> None:
-        self._procs = {name: _spawn(argv, kwargs) for name, (argv, kwargs) in calls.items()}
-        self._done: dict[str, subprocess.CompletedProcess] = {}
-
-    def result(self, name: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        if name not in self._done:
-            self._done[name] = _completed(self._procs[name], timeout)
-        return self._done[name]
-
-    def close(self) -> None:
-        """Stop whatever still runs (a test that failed before reading its result)."""
-        for proc in self._procs.values():
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate()
-
-
-class OneAfterAnother:
-    """Processes run one after another, in the order submitted, on a thread of this process, so
-    that they take one core while the tests go on on the others. ``result(name)`` waits for one,
+class ProcessQueue:
+    """Processes, by name, run one at a time in the order submitted, on a thread of this process,
+    so that they take one core while the tests go on on the others. ``result(name)`` waits for one,
     and runs it at once on the caller's thread if it has not started yet (the caller's core would
     only wait otherwise); ``idle()`` says whether all have ended."""
 

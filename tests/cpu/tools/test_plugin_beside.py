@@ -1,17 +1,22 @@
-"""The processes beside the tests (tests/plugins/beside.py, tests/common/beside.py): in a
-one-process run they go one after another, in order, on one core."""
+"""The processes beside the tests (tests/plugins/beside.py, tests/common/beside.py): a queue that
+runs them one at a time on one core, in order; a module's processes queued once, in a folder of
+their own; several pytest runs in one interpreter, each read back as a process of its own."""
 
 import os
+import subprocess
+import sys
 import time
+import types
 
 import pytest
 
-from tests.common.beside import OneAfterAnother, python_code
+from tests.common.beside import ProcessQueue, pytest_each, pytest_each_result, python_code
+from tests.plugins.beside import _Beside
 
 
 def test_the_queue_runs_its_processes_one_after_another_in_order(tmp_path):
     mark = tmp_path / "first"
-    queue = OneAfterAnother()
+    queue = ProcessQueue()
     try:
         queue.submit(
             "first", python_code("import sys, time; time.sleep(0.3); open(sys.argv[1], 'w').write('done')", str(mark))
@@ -32,7 +37,7 @@ def test_the_queue_runs_its_processes_one_after_another_in_order(tmp_path):
 def test_a_reader_runs_a_process_that_has_not_started_instead_of_waiting(tmp_path):
     """While the queue runs a long first process, asking for a later one runs it at once on the
     asking thread (the core that would wait for it), and the queue does not run it again."""
-    queue = OneAfterAnother()
+    queue = ProcessQueue()
     try:
         queue.submit("long", python_code("import time; time.sleep(600)"))
         queue.submit("quick", python_code("print('quick')"))
@@ -45,7 +50,7 @@ def test_a_reader_runs_a_process_that_has_not_started_instead_of_waiting(tmp_pat
 
 
 def test_a_process_that_cannot_start_fails_its_reader_and_the_queue_goes_on(tmp_path):
-    queue = OneAfterAnother()
+    queue = ProcessQueue()
     try:
         queue.submit("nowhere", python_code("pass"), cwd=tmp_path / "no such folder")
         queue.submit("after", python_code("print('ran')"))
@@ -58,7 +63,7 @@ def test_a_process_that_cannot_start_fails_its_reader_and_the_queue_goes_on(tmp_
 
 def test_closing_the_queue_stops_the_running_process(tmp_path):
     pid_file = tmp_path / "pid"
-    queue = OneAfterAnother()
+    queue = ProcessQueue()
     queue.submit(
         "sleeper",
         python_code(
@@ -76,3 +81,46 @@ def test_closing_the_queue_stops_the_running_process(tmp_path):
     assert not queue.idle()  # the queue was dropped, not run
     with pytest.raises(TimeoutError, match="never"):
         queue.result("never", timeout=0.01)
+
+
+def test_a_module_starts_once_in_a_folder_of_its_own_and_a_broken_one_fails_its_readers(tmp_path_factory):
+    calls = []
+
+    def run_beside(folder):
+        calls.append(folder)
+        return {"where": python_code("import os; print(os.getcwd())"), "cwd": (python_code("pass"), {"cwd": folder})}
+
+    good = types.ModuleType("tests.fake.test_good")
+    good.run_beside = run_beside
+    broken = types.ModuleType("tests.fake.test_broken")
+    broken.run_beside = lambda folder: 1 / 0
+    processes = _Beside(tmp_path_factory)
+    try:
+        processes.start(good.__name__, good)
+        processes.start(good.__name__, good)  # queued once: a second start adds nothing
+        assert processes.result(good.__name__, "cwd", good).returncode == 0
+        assert processes.result(good.__name__, "where", good).returncode == 0
+        assert len(calls) == 1 and calls[0].name.startswith("test_good") and calls[0].is_dir()
+        raised = r"tests\.fake\.test_broken\.run_beside raised ZeroDivisionError"
+        with pytest.raises(pytest.fail.Exception, match=raised):
+            processes.result(broken.__name__, "anything", broken)
+    finally:
+        processes.close()
+
+
+def test_pytest_each_reads_back_each_run_as_a_process_of_its_own(tmp_path):
+    """Each run's exit code and what it wrote, C code's output too (written to the descriptors)."""
+    (tmp_path / "test_one.py").write_text(
+        "import os\ndef test_fails():\n    os.write(2, b'from fd 2 ')\n    assert False, 'on purpose'\n"
+    )
+    runs = {
+        "fails": {"argv": ["test_one.py", "-p", "no:randomly", "-p", "no:cacheprovider", "-s"], "cwd": str(tmp_path)},
+        "usage": {"argv": ["--no-such-option-fp8ref"], "cwd": str(tmp_path)},
+    }
+    done = subprocess.run(pytest_each(runs), capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    fails, usage = pytest_each_result(done, "fails"), pytest_each_result(done, "usage")
+    assert fails.args == runs["fails"]["argv"]
+    assert fails.returncode == 1 and "on purpose" in fails.stdout and "1 failed" in fails.stdout, fails.stdout
+    assert "from fd 2" in fails.stderr and "on purpose" not in fails.stderr
+    assert usage.returncode == pytest.ExitCode.USAGE_ERROR and "--no-such-option-fp8ref" in usage.stderr
+    assert sys.executable in done.args

@@ -3,30 +3,20 @@ compiling test's fresh dynamo."""
 
 import pytest
 
+from tests.common.beside import pytest_each, pytest_each_result
 from tests.common.paths import ROOT
 
 
 def run_beside(folder):
     """pytest itself on a GPU test, on this machine: with --fp8-require-gpu (and, to show it wins,
-    --fp8-dry-run too), and without (the control: the same test skips and the run passes)."""
-    import sys
-
-    base = [
-        sys.executable,
-        "-m",
-        "pytest",
-        "tests/gpu/test_golden_profile.py",
-        "-q",
-        "-p",
-        "no:randomly",
-        "-p",
-        "no:cacheprovider",
-        f"--basetemp={folder / 'run'}",
-    ]
-    return {
-        "required": (base + ["--fp8-require-gpu", "--fp8-dry-run"], {"cwd": ROOT}),
-        "not required": (base, {"cwd": ROOT}),
+    --fp8-dry-run too), and without (the control: the same test skips and the run passes); both
+    runs in one interpreter (tests/scripts/pytest_each.py)."""
+    base = ["tests/gpu/test_golden_profile.py", "-q", "-p", "no:randomly", "-p", "no:cacheprovider"]
+    runs = {
+        "required": base + [f"--basetemp={folder / 'required'}", "--fp8-require-gpu", "--fp8-dry-run"],
+        "not required": base + [f"--basetemp={folder / 'not required'}"],
     }
+    return {"runs": pytest_each({name: {"argv": argv, "cwd": str(ROOT)} for name, argv in runs.items()})}
 
 
 def test_no_usable_gpu_fails_the_run_under_require_gpu(beside):
@@ -35,7 +25,7 @@ def test_no_usable_gpu_fails_the_run_under_require_gpu(beside):
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU: the guard has nothing to refuse")
-    required, control = beside("required"), beside("not required")
+    required, control = (pytest_each_result(beside("runs"), name) for name in ("required", "not required"))
     assert required.returncode == 1, required.stdout[-2000:] + required.stderr[-2000:]
     assert (
         "--fp8-require-gpu: no usable CUDA GPU: torch.cuda.is_available() is False" in required.stdout + required.stderr
