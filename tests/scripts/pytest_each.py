@@ -1,6 +1,7 @@
 """``pytest.main(argv)`` for each named run in turn, in this one interpreter (torch, fp8ref and the
-plugins imported once, not once a run); then one JSON line: each run's exit code and what it wrote
-to the file descriptors 1 and 2 (as a process of its own would have: C code's output too).
+plugins imported once, not once a run), or ``python -m fp8ref``'s ``main(argv)`` for a run with
+``"fp8ref": true``; then one JSON line: each run's exit code and what it wrote to the file
+descriptors 1 and 2 (as a process of its own would have: C code's output too).
 
 Usage: python tests/scripts/pytest_each.py '{"name": {"argv": [...], "cwd": "FOLDER"}, ...}'
 """
@@ -21,7 +22,12 @@ for name, run in json.loads(sys.argv[1]).items():
         os.dup2(out.fileno(), 1), os.dup2(err.fileno(), 2)
         try:
             os.chdir(run.get("cwd", here))
-            code = int(pytest.main(run["argv"]))
+            if run.get("fp8ref"):
+                from fp8ref.__main__ import main
+
+                code = int(main(run["argv"]))
+            else:
+                code = int(pytest.main(run["argv"]))
         finally:
             sys.stdout.flush(), sys.stderr.flush()
             os.dup2(saved[0], 1), os.dup2(saved[1], 2)

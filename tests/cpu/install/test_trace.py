@@ -6,7 +6,6 @@ tests/meta/test_trace_faults.py."""
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
 
@@ -16,8 +15,7 @@ import torch
 from fp8ref.__main__ import main
 from fp8ref.harness.stack import probes
 from fp8ref.harness.trace import trace
-from tests.common.beside import fp8ref_cli
-from tests.common.paths import ROOT
+from tests.common.beside import pytest_each, pytest_each_result
 
 E4M3, E5M2 = torch.float8_e4m3fn, torch.float8_e5m2
 
@@ -156,22 +154,18 @@ def test_a_violating_call_fails(fp8_trace):
 """
 
 
-def _in(folder):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return {"cwd": str(folder), "env": env}
-
-
 def run_beside(folder):
     (folder / "fp8user_prog.py").write_text(textwrap.dedent(_USER_FILE))
     (folder / "test_fp8user.py").write_text(textwrap.dedent(_USER_TESTS))
-    # a team's own suite: fp8ref's pytest plugin comes with the installed package (its entry
-    # point), not from this checkout's conftest
-    suite = [sys.executable, "-m", "pytest", "-p", "no:randomly", "-p", "no:cacheprovider", "-rA", "-q"]
+    # one interpreter outside the checkout: python -m fp8ref trace, and a team's own suite, whose
+    # fp8ref plugin comes with the installed package (its entry point), not from this conftest
+    suite = ["-p", "no:randomly", "-p", "no:cacheprovider", "-rA", "-q", "test_fp8user.py"]
     workloads = ["--fp8-workload=fp8user_prog:clean", "--fp8-workload=fp8user_prog:broken"]
-    return {
-        "broken": (fp8ref_cli("trace", "fp8user_prog:broken"), _in(folder)),
-        "suite": ([*suite, *workloads, "test_fp8user.py"], _in(folder)),
+    runs = {
+        "suite": {"argv": [*suite, *workloads], "cwd": str(folder)},
+        "broken": {"argv": ["trace", "fp8user_prog:broken"], "cwd": str(folder), "fp8ref": True},
     }
+    return {"user": pytest_each(runs)}
 
 
 def _users_line() -> int:
@@ -190,7 +184,7 @@ def test_the_command_traces_a_users_function_and_exits_0_when_clean(tmp_path, mo
 
 
 def test_the_command_exits_1_naming_the_op_and_the_users_line_on_a_violation(beside):
-    done = beside("broken")
+    done = pytest_each_result(beside("user"), "broken")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "1 violation(s)" in done.stdout, done.stdout
     assert "violation: #" in done.stdout and "aten.mul.Tensor [values: violation]" in done.stdout, done.stdout
@@ -201,7 +195,7 @@ def test_the_command_exits_1_naming_the_op_and_the_users_line_on_a_violation(bes
 def test_the_pytest_plugin_traces_each_workload_and_serves_the_fixture_in_a_teams_own_suite(beside):
     """pytest run in a folder outside the checkout, with no conftest: --fp8-workload adds one item
     per workload and fp8_trace is a fixture, both from the installed package's entry point."""
-    done = beside("suite")
+    done = pytest_each_result(beside("user"), "suite")
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
     assert "PASSED ::fp8-workload[fp8user_prog:clean]" in out, out
