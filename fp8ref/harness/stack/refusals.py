@@ -210,6 +210,14 @@ DOCUMENTED_LIMITS = (
         line=r"assert b\.per_tensor_scale is None and a\.per_tensor_scale is None",
     ),
     Limit(
+        "torchao",
+        AssertionError,
+        r"^Please install the latest torch nightly build to use MXFP8 training",
+        "torchao's MXFP8 training conversion (quantize_ with MXFP8TrainingOpConfig) asserts that this torch has "
+        "the DTensor scaled_mm strategies it needs (torchao/prototype/moe_training/conversion_utils.py, "
+        "_get_tensor_cls_for_config); torch 2.9.1 lacks them",
+    ),
+    Limit(
         "torch",
         Exception,
         r"NoValidChoicesError: No choices to select",

@@ -1,5 +1,7 @@
 """Where in the user's code a traced op was called: the innermost stack frame outside torch,
-torchao, transformers, fp8ref and Python's own library, as ``file:line``."""
+torchao, transformers, fp8ref and Python's own library, as ``file:line``. The workloads fp8ref ships
+(``fp8ref/harness/workloads``) are programs the tracer runs, not its machinery: their own lines are
+the call sites of their ops."""
 
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ def _library_folders() -> tuple[str, ...]:
     return tuple(folders)
 
 
+# fp8ref/harness/workloads/: the one folder of fp8ref whose lines are a user's
+_SHIPPED_WORKLOADS = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "workloads") + os.sep
+
+
 @cache
 def _stdlib_folders() -> tuple[str, ...]:
     return tuple({os.path.realpath(sysconfig.get_paths()[key]) + os.sep for key in ("stdlib", "platstdlib")})
@@ -39,6 +45,8 @@ def _is_machinery(filename: str) -> bool:
     if filename.startswith("<"):  # <frozen importlib._bootstrap>; "<string>" is code a user ran
         return filename.startswith("<frozen")
     path = os.path.realpath(filename)
+    if path.startswith(_SHIPPED_WORKLOADS):
+        return False
     if path.startswith(_library_folders()):
         return True
     # the standard library (contextlib, functools: the decorators between a user and torch), but not

@@ -7,6 +7,10 @@ mode is asked first, and for an op on a subclass this one returns ``NotImplement
 subclass's ``__torch_dispatch__`` runs and the ops it runs on its inner tensors (the float8
 codes, the scales) come back to the mode as plain ops. That is how torch's ``DebugMode`` (torch
 >= 2.10) treats DTensor; the subclass-level call is kept in ``Trace.through``.
+
+A ``torch.library.custom_op`` (modded-nanogpt's FP8 matmul) is seen through too: its kernel runs
+with this mode pushed again, so the casts and ``_scaled_mm`` inside it are recorded as plain ops
+(else the whole op would be one unchecked call, judged, worse, by an aten op of the same name).
 """
 
 from __future__ import annotations
@@ -55,6 +59,22 @@ def _before(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     return args, {k: copy(v) if k in written else v for k, v in kwargs.items()}
 
 
+def _is_custom_op(func: Any) -> bool:
+    from torch._library.custom_ops import _maybe_get_opdef
+
+    return func.namespace not in ("aten", "prims") and _maybe_get_opdef(func) is not None
+
+
+def _below_python(tree: Any) -> Any:
+    """The dispatch keys of the call's tensors below the Python mode's key: redispatched there,
+    the op runs its own kernel, not this mode again."""
+    tensors = _tensors(tree)
+    found = torch._C._dispatch_keys(tensors[0]) if tensors else torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+    for t in tensors[1:]:
+        found = found | torch._C._dispatch_keys(t)
+    return found & torch._C._dispatch_keyset_full_after(torch._C.DispatchKey.Python)
+
+
 class TraceMode(TorchDispatchMode):
     """Records into ``trace`` (see the module docstring)."""
 
@@ -69,6 +89,10 @@ class TraceMode(TorchDispatchMode):
             names = ", ".join(sorted({t.__name__ for t in subclasses}))
             self.trace.through.append((str(func), names, call_site()))
             return NotImplemented
+        if _is_custom_op(func):  # (its body's ops come back here)
+            self.trace.through.append((str(func), "torch.library.custom_op", call_site()))
+            with self:
+                return func.redispatch(_below_python((args, kwargs)), *args, **kwargs)
         wanted = func.overloadpacket.__name__ in SCALED_GEMMS or touches_float8((args, kwargs))
         before = _before(func, args, kwargs) if wanted else (args, kwargs)
         out = func(*args, **kwargs)

@@ -1,0 +1,23 @@
+"""The FP8 lifecycle as workloads: tiny, deterministic CPU programs of what FP8 training and
+inference really run, each traced by ``fp8ref.harness.trace.trace`` and required clean, so the
+suite checks what a team's training runs, not only what a list names.
+
+- ``base``: ``Workload`` (``refusal()``, ``run()``, the FP8 calls it makes) and ``check``, what a
+  trace of one is held to;
+- ``registry``: ``WORKLOADS``, by name;
+- one module per program: ``float8_linear`` (torchao's Float8Linear under each recipe),
+  ``grad_accumulation``, ``checkpointing``, ``static_custom_op`` (modded-nanogpt's custom op with
+  cached float8 weights), ``delayed_scaling`` (a TransformerEngine-style autocast in plain torch),
+  ``float8_inference`` (torchao's ``quantize_``), ``mx_training`` (torchao's MXFP8 training);
+- ``tiny``: the seeded models and batches.
+
+A workload's own lines are the call sites its trace names: the tracer counts this folder as user
+code, though it is fp8ref's (``trace.call_site``).
+"""
+
+from __future__ import annotations
+
+from .base import Workload, check
+from .registry import WORKLOADS
+
+__all__ = ["WORKLOADS", "Workload", "check"]

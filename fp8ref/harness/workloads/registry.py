@@ -1,0 +1,26 @@
+"""``WORKLOADS``: every workload fp8ref ships, by name."""
+
+from __future__ import annotations
+
+from . import (
+    checkpointing,
+    delayed_scaling,
+    float8_inference,
+    float8_linear,
+    grad_accumulation,
+    mx_training,
+    static_custom_op,
+)
+from .base import Workload
+
+__all__ = ["WORKLOADS"]
+
+WORKLOADS: dict[str, Workload] = {
+    **float8_linear.WORKLOADS,
+    "grad_accumulation": grad_accumulation.WORKLOAD,
+    "checkpointing": checkpointing.WORKLOAD,
+    "static_custom_op": static_custom_op.WORKLOAD,
+    "delayed_scaling": delayed_scaling.WORKLOAD,
+    **float8_inference.WORKLOADS,
+    "mx_training": mx_training.WORKLOAD,
+}

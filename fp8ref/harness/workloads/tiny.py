@@ -1,0 +1,27 @@
+"""The tiny models and batches the workloads train, from fixed seeds (no FP8 op runs here)."""
+
+from __future__ import annotations
+
+import torch
+
+__all__ = ["SEED", "mlp", "batch"]
+
+SEED = 0
+
+
+def mlp(dims: tuple[int, ...] = (64, 64, 32), dtype: torch.dtype = torch.bfloat16) -> torch.nn.Sequential:
+    """Linear layers without bias between ``dims``, ReLU between them, seeded."""
+    torch.manual_seed(SEED)
+    layers: list[torch.nn.Module] = []
+    for i, (fan_in, fan_out) in enumerate(zip(dims, dims[1:])):
+        layers += [torch.nn.ReLU()] if i else []
+        layers.append(torch.nn.Linear(fan_in, fan_out, bias=False, dtype=dtype))
+    return torch.nn.Sequential(*layers)
+
+
+def batch(
+    step: int, rows: int = 32, cols: int = 64, outs: int = 32, dtype: torch.dtype = torch.bfloat16
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(inputs, targets)`` of step ``step``: ``rows`` x ``cols`` and ``rows`` x ``outs``."""
+    gen = torch.Generator().manual_seed(SEED + 1 + step)
+    return torch.randn(rows, cols, generator=gen).to(dtype), torch.randn(rows, outs, generator=gen).to(dtype)

@@ -1,0 +1,64 @@
+"""The FP8 lifecycle as workloads (``fp8ref.harness.workloads``): each tiny training or inference
+program fp8ref ships, traced on this install, must run clean: no violation, the FP8 calls it is
+for (casts, scaled GEMMs, the in-place re-quantization of a cached float8 weight) seen and
+checked, and every call site a line of the workload's own module (the tracer names a shipped
+workload's lines as a user's, docs/trace.md). A workload the install refuses skips with its words.
+The fault only a workload reaches is tests/meta/test_workload_faults.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from fp8ref.harness.trace import trace
+from fp8ref.harness.workloads import WORKLOADS, check
+from fp8ref.harness.workloads.base import source_file
+
+CAST, SCALED_MM = ("aten._to_copy.default", "cast"), ("aten._scaled_mm.default", "scaled_mm")
+# what each program must run, whatever its workload's own list says
+MUST_RUN = {
+    "float8_linear.": {CAST, SCALED_MM},
+    "grad_accumulation": {CAST, SCALED_MM},
+    "checkpointing": {CAST, SCALED_MM},
+    "static_custom_op": {CAST, SCALED_MM, ("aten.copy_.default", "cast")},
+    "delayed_scaling": {CAST, SCALED_MM},
+    "float8_inference.": {CAST},
+    "mx_training": {CAST, ("aten.to.dtype", "values")},
+}
+
+
+def _must_run(name: str) -> set[tuple[str, str]]:
+    (kinds,) = [kinds for prefix, kinds in MUST_RUN.items() if name.startswith(prefix)]
+    return kinds
+
+
+@pytest.mark.parametrize("name", WORKLOADS)
+def test_the_workload_traces_clean(name, skip_if_refused):
+    workload = WORKLOADS[name]
+    skip_if_refused(workload.refusal(), f"the {name} workload ({workload.what})")
+    got = trace(workload.run)
+    problem = check(workload, got)
+    assert problem is None, problem
+    seen = {(r.op, r.kind) for r in got.records}
+    assert _must_run(name) <= seen, f"{name}: never ran {sorted(_must_run(name) - seen)}; ran {sorted(seen)}"
+    own = source_file(workload)
+    assert own.endswith(os.path.join("fp8ref", "harness", "workloads", f"{workload.module.rpartition('.')[2]}.py"))
+    assert {os.path.realpath(r.site.rpartition(":")[0]) for r in got.records} == {own}, {r.site for r in got.records}
+
+
+def test_every_workload_has_what_it_must_run():
+    assert all(_must_run(name) for name in WORKLOADS)
+
+
+def test_the_custom_op_is_seen_through_and_its_trace_repeats(skip_if_refused):
+    """modded-nanogpt's custom op runs its casts and GEMMs inside one op: the tracer runs its body
+    op by op and keeps the op itself among the calls seen through; a second run from the same
+    seed computes the same float8 codes the same way (the digest)."""
+    workload = WORKLOADS["static_custom_op"]
+    skip_if_refused(workload.refusal(), "the static_custom_op workload")
+    got = trace(workload.run)
+    ops = {op for op, how, _ in got.through if how == "torch.library.custom_op"}
+    assert ops == {"fp8ref_workloads.static_fp8_mm.default", "fp8ref_workloads.static_fp8_mm_backward.default"}, ops
+    assert not any(r.op.startswith("fp8ref_workloads.") for r in got.records)
+    assert trace(workload.run).digest() == got.digest()

@@ -1,0 +1,82 @@
+"""A fault only a workload reaches: torch's CPU ``copy_`` broken for the in-place re-quantization
+of a cached float8 weight (a ``copy_`` from a wider dtype into float8 storage it has written
+before keeps the old code wherever the new one is one step away: a write-skipping cache done
+wrong). A one-shot cast (``Tensor.to``) and a ``copy_`` into a fresh float8 buffer are right, so
+the tracer's own programs stay clean; the ``static_custom_op`` workload (modded-nanogpt's cached
+weights, re-quantized after each optimizer step) must fail its check naming ``aten.copy_`` and
+the workload's line that re-quantizes."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import warnings
+from collections.abc import Iterator
+
+import torch
+
+from fp8ref.harness.trace import trace
+from fp8ref.harness.workloads import WORKLOADS, check
+from fp8ref.harness.workloads import static_custom_op as workload_module
+from fp8ref.harness.workloads.base import source_file
+
+FLOAT8 = (torch.float8_e4m3fn, torch.float8_e5m2)
+# copy_ has no CPU kernel of its own: the CompositeExplicitAutograd one runs for the CPU, so the
+# fault (registered for the CPU) reaches torch's own kernel there
+_TORCHS = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
+
+
+@contextlib.contextmanager
+def _requantization_skips_one_step_changes() -> Iterator[None]:
+    written: dict[int, torch.Tensor] = {}  # (held: a pointer it wrote is never reused meanwhile)
+
+    def copy_(dst: torch.Tensor, src: object, non_blocking: bool = False) -> torch.Tensor:
+        src = src if isinstance(src, torch.Tensor) else torch.tensor(src)
+        cast = dst.dtype in FLOAT8 and src.dtype not in FLOAT8
+        rewrite = cast and dst.data_ptr() in written
+        old = dst.view(torch.uint8).to(torch.int16) if rewrite else None
+        torch.ops.aten.copy_.default.redispatch(_TORCHS, dst, src, non_blocking)
+        if cast:
+            written[dst.data_ptr()] = dst
+        if old is not None:
+            codes = dst.view(torch.uint8)
+            near = (codes.to(torch.int16) - old).abs() == 1
+            codes.masked_scatter_(near, old[near].to(torch.uint8))
+        return dst
+
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():  # (torch warns that a kernel is overridden: that is the point)
+        warnings.simplefilter("ignore", UserWarning)
+        lib.impl("copy_", copy_, "CPU")
+    try:
+        yield
+    finally:
+        lib._destroy()
+
+
+def _requantize_line() -> str:
+    lines, first = inspect.getsourcelines(workload_module.StaticFp8Linear.requantize)
+    (number,) = [first + i for i, text in enumerate(lines) if ".copy_(" in text]
+    return f"{source_file(WORKLOADS['static_custom_op'])}:{number}"
+
+
+def _one_shot_program() -> None:
+    x = torch.linspace(-3, 3, 64, dtype=torch.bfloat16).reshape(8, 8)
+    x.to(torch.float8_e4m3fn)
+    torch.empty(8, 8, dtype=torch.float8_e4m3fn).copy_(x * 1.01)
+
+
+def test_the_workload_catches_a_requantization_fault_naming_the_op_and_its_line(skip_if_refused):
+    workload = WORKLOADS["static_custom_op"]
+    skip_if_refused(workload.refusal(), "the static_custom_op workload")
+    with _requantization_skips_one_step_changes():
+        got = trace(workload.run)
+    problem = check(workload, got)
+    assert problem is not None and "aten.copy_.default [cast: violation]" in problem, problem
+    assert {(v.op, v.site) for v in got.violations} == {("aten.copy_.default", _requantize_line())}, problem
+
+
+def test_a_one_shot_cast_and_a_fresh_buffer_do_not_reach_it():
+    with _requantization_skips_one_step_changes():
+        got = trace(_one_shot_program)
+    assert not got.violations and {r.op for r in got.records} >= {"aten._to_copy.default", "aten.copy_.default"}
