@@ -55,20 +55,21 @@ class WorkloadItem(pytest.Item):
 
     def runtest(self) -> None:
         from fp8ref.harness.trace import trace
-        from fp8ref.harness.trace.target import TargetError, load_target
+        from fp8ref.harness.trace.target import load_target
 
-        try:
-            fn = load_target(self.target, self.config.invocation_params.dir)
-        except TargetError as exc:
-            raise pytest.UsageError(f"--fp8-workload: {exc}") from exc
+        fn = load_target(self.target, self.config.invocation_params.dir)  # TargetError: one line
         result = trace(fn)
         if result.violations:
             raise FP8Violation(_violations_text(self.target, result))
         self.user_properties.append(("fp8_ops", "; ".join(result.summary())))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        from fp8ref.harness.trace.target import TargetError
+
         if isinstance(excinfo.value, FP8Violation):
             return str(excinfo.value)
+        if isinstance(excinfo.value, TargetError):  # the module or the function is not there
+            return f"--fp8-workload: {excinfo.value}"
         return str(super().repr_failure(excinfo))
 
     def reportinfo(self) -> tuple[str, int | None, str]:
@@ -77,6 +78,12 @@ class WorkloadItem(pytest.Item):
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fp8_workload: a --fp8-workload traced by fp8ref")
+    for target in config.getoption("--fp8-workload") or ():
+        module, colon, name = target.partition(":")
+        if not (module and colon and name):  # (a target that names no module or no function stops the run)
+            raise pytest.UsageError(
+                f"--fp8-workload={target}: expected pkg.module:function (a module, ':', a function in it)"
+            )
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:

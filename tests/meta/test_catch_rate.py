@@ -44,8 +44,12 @@ from tests.meta.test_scaled_mm_quality_faults import FAULTS as QUALITY_FAULTS
 from tests.meta.test_scaled_mm_quality_faults import quality_fault_caught
 from tests.meta.test_torchao_surface_faults import ADDED as ADDED_MEMBERS
 from tests.meta.test_torchao_surface_faults import surface_fault_caught
+from tests.meta.test_trace_faults import FAULTS as TRACE_FAULTS
+from tests.meta.test_trace_faults import fault_refusal as trace_fault_refusal
+from tests.meta.test_trace_faults import trace_fault_caught
 from tests.meta.test_uneven_shard_faults import FAULTS as UNEVEN_FAULTS
 from tests.meta.test_uneven_shard_faults import uneven_fault_caught
+from tests.meta.test_workload_faults import WORKLOADS, workload_fault_caught
 
 
 def test_the_catch_rate_over_every_injected_fault(record_observation):
@@ -71,6 +75,9 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"FSDP2 uneven shards: {f}": uneven_fault_caught(f) for f in UNEVEN_FAULTS}
     results |= {f"autocast: {f}": autocast_fault_caught(f) for f in AUTOCAST_FAULTS}
     results |= {f"FP8 block checkpoints: {f}": block_fp8_fault_caught(f) for f in BLOCK_FP8_FAULTS}
+    results |= {f"the tracer: {f}": trace_fault_caught(f) for f in TRACE_FAULTS if trace_fault_refusal(f) is None}
+    if WORKLOADS["static_custom_op"].refusal() is None:
+        results["a workload: re-quantizing copy_ into float8 keeps stale codes"] = workload_fault_caught()
     if native_ops.catalogue_refusal() is None:  # these stand-ins are built from torch's OpInfo catalogue
         results |= {f"native float8 ops: {f}": native_op_fault_caught(f) for f in NATIVE_OP_FAULTS}
     if probes.torchao_float8_refusal() is None:  # these stand-ins are built from torchao's tensors

@@ -45,3 +45,13 @@ def test_a_change_of_its_key_reaches_the_upgrade_report(registered, monkeypatch)
 
 def test_without_its_line_the_key_has_no_meaning():
     assert families.owner_of(KEY) is None and meaning_of(KEY) is None
+
+
+def test_a_family_writing_a_key_it_does_not_own_fails_the_profile(registered, monkeypatch):
+    """Its key would otherwise take the casts family's meaning (or overwrite its value)."""
+    from tests.meta.standin_room import profile_keys
+
+    monkeypatch.setattr(families, "FAMILIES", [registered])
+    monkeypatch.setattr(profile_keys, "collect", lambda where: {"cast.e4m3fn.bf16.overflow": "saturate"})
+    with pytest.raises(RuntimeError, match=r"standin_room family's probes wrote keys it does not own: \['cast"):
+        profile.collect("cpu")

@@ -66,6 +66,14 @@ def _one_shot_program() -> None:
     torch.empty(8, 8, dtype=torch.float8_e4m3fn).copy_(x * 1.01)
 
 
+def workload_fault_caught() -> bool:
+    """Whether tracing the static_custom_op workload under the fault fails its check, naming the
+    re-quantizing copy_ and its line."""
+    with _requantization_skips_one_step_changes():
+        got = trace(WORKLOADS["static_custom_op"].run)
+    return {(v.op, v.site) for v in got.violations} == {("aten.copy_.default", _requantize_line())}
+
+
 def test_the_workload_catches_a_requantization_fault_naming_the_op_and_its_line(skip_if_refused):
     workload = WORKLOADS["static_custom_op"]
     skip_if_refused(workload.refusal(), "the static_custom_op workload")

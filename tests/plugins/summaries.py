@@ -104,7 +104,7 @@ def record_golden(request: pytest.FixtureRequest) -> Callable[..., None]:
     """``record_golden(where, device, status, lines, now=None)``: keep a golden test's comparison
     (``golden.compare_with_golden``'s status and lines) and, when ``now`` (the profile compared) is
     given, a golden was read and the run writes ``--fp8-report``, its upgrade report against the
-    golden (built only then: it reads the golden and its named differences again)."""
+    golden (built only then: it reads the golden and its accepted differences again)."""
     wanted = bool(request.config.getoption("--fp8-report", None))
 
     def record(where: Any, device: str, status: str, lines: list[str], now: dict | None = None) -> None:

@@ -46,7 +46,7 @@ def golden_path(golden: str | Path, device: str = "cpu") -> Path:
     path = Path(golden)
     if path.suffix == ".json" and not path.is_dir():
         if path.name.endswith(ACCEPTED_SUFFIX):
-            raise ValueError(f"golden: {path} is a file of named differences, not a golden profile")
+            raise ValueError(f"golden: {path} is a file of accepted differences, not a golden profile")
         return path
     return path / f"{device_kind(device)}.json"
 

@@ -29,7 +29,12 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     where = Where(device, torchao)
     behaviour: dict = {}
     for family in families.FAMILIES:
-        behaviour.update(family.probes().collect(where))
+        keys = family.probes().collect(where)
+        # a key another family owns would take that family's meaning; one collected twice, lose a value
+        strays = sorted(k for k in keys if families.owner_of(k) != family or k in behaviour)
+        if strays:
+            raise RuntimeError(f"fp8ref: the {family.name} family's probes wrote keys it does not own: {strays[:5]}")
+        behaviour.update(keys)
     return {
         "fp8ref_profile": PROFILE_VERSION,
         "versions": versions(device),

@@ -188,7 +188,7 @@ def accepted_differences_file(golden_file: str | Path) -> Path:
 
 
 def read_accepted_file(path: str | Path) -> dict:
-    """A accepted-differences file whole (install label -> entry); ``ProfileError`` when it cannot
+    """An accepted-differences file whole (install label -> entry); ``ProfileError`` when it cannot
     be read or is not a JSON object."""
     try:
         data = json.loads(Path(path).read_text())
@@ -216,7 +216,7 @@ def read_accepted(path: str | Path, now: dict) -> tuple[dict, str] | None:
 
 
 def entry_label(named: dict, now: dict) -> str | None:
-    """The label of ``named`` (a accepted-differences file's entries) that names ``now``'s install:
+    """The label of ``named`` (an accepted-differences file's entries) that names ``now``'s install:
     the one naming the most packages of those whose every package matches (``label_matches``)."""
     matching = [label for label in named if label_matches(label, now)]
     return max(matching, key=lambda label: len(label_packages(label)), default=None)

@@ -94,7 +94,7 @@ def versions_words(profile: dict, other: dict | None = None, always: tuple[str, 
 
 
 def install_label(profile: dict) -> str:
-    """How a accepted-differences file names an install: every package of ``STACK`` the profile's
+    """How an accepted-differences file names an install: every package of ``STACK`` the profile's
     versions name, torch's local build tag dropped (``2.9.1+cu128`` is 2.9.1): ``torch 2.9.1,
     torchao 0.17.0, transformers 5.24.0, ...``."""
     v = profile.get("versions", {}) if isinstance(profile.get("versions"), dict) else {}

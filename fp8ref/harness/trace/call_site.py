@@ -42,8 +42,10 @@ def _stdlib_folders() -> tuple[str, ...]:
 
 @cache
 def _is_machinery(filename: str) -> bool:
-    if filename.startswith("<"):  # <frozen importlib._bootstrap>; "<string>" is code a user ran
-        return filename.startswith("<frozen")
+    if filename.startswith("<"):  # "<string>", "<stdin>": code a user ran
+        # <frozen importlib._bootstrap>; <eval_with_key>.N: the code torch.fx generates for a
+        # GraphModule (the user's line is the one that called the module)
+        return filename.startswith(("<frozen", "<eval_with_key>"))
     path = os.path.realpath(filename)
     if path.startswith(_SHIPPED_WORKLOADS):
         return False

@@ -24,6 +24,7 @@ the comparisons and the known deviations from ``native.native_checks`` and ``cas
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import types
 from collections.abc import Callable
@@ -203,7 +204,7 @@ def _judge_float8(
     verdict: Verdict,
     check: OpCheck,
     codes_in: list[torch.Tensor],
-    excuse: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    known_deviation: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> None:
     """``got`` (float8) against the readings; the first rejected element goes to ``verdict``.
     ``codes_in``: the float8 inputs' codes, for the op's named deviations."""
@@ -237,8 +238,8 @@ def _judge_float8(
             verdict.observed[f"output {j} {', '.join(r.name for r in readings)}"] = took[0] if took else "mixed"
     if not bool(ok.all()):
         ok = ok | _known_deviation_elements(check, fmt, got.cpu(), ok, codes_in)
-        if excuse is not None:
-            ok = ok | excuse(codes, ok)
+        if known_deviation is not None:
+            ok = ok | known_deviation(codes, ok)
     verdict.known_deviations.update(check.known_deviations)
     if bool(ok.all()):
         return
@@ -262,10 +263,10 @@ def _judge_other(
     wide: Any,
     j: int,
     verdict: Verdict,
-    excuse: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+    known_deviation: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
 ) -> None:
     """A non-float8 output against the float64 way's answer converted to its dtype (for an
-    integer output only where the value is finite and in the integer's range); ``excuse``: the
+    integer output only where the value is finite and in the integer's range); ``known_deviation``: the
     elements a named deviation of the op explains (given the output and what agrees)."""
     if not isinstance(got, torch.Tensor):
         both_nan = isinstance(got, float) and isinstance(wide, float) and math.isnan(got) and math.isnan(wide)
@@ -286,8 +287,8 @@ def _judge_other(
         mask = torch.isfinite(w) & (w >= info.min) & (w <= info.max)
     want = w.to(got.dtype)
     ok = _same_numbers(got.cpu().double(), want.double(), mask)
-    if not bool(ok.all()) and excuse is not None:
-        ok = ok | excuse(got.cpu(), ok)
+    if not bool(ok.all()) and known_deviation is not None:
+        ok = ok | known_deviation(got.cpu(), ok)
     if bool(ok.all()):
         return
     first = int((~ok).reshape(-1).nonzero()[0])
@@ -381,7 +382,7 @@ def _cast_deviations(
     """The elements a named deviation of torch's cast (``casts.deviations``) excuses: its inputs,
     its answer."""
 
-    def excuse(codes: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
+    def known_deviation(codes: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
         excused = torch.zeros_like(ok)
         for d in for_format(fmt):
             if "torch" in d.impls:
@@ -391,7 +392,7 @@ def _cast_deviations(
                     excused |= hit
         return excused
 
-    return excuse
+    return known_deviation
 
 
 def _wide_way(func: Any, args: tuple, kwargs: dict, verdict: Verdict) -> tuple[bool, Any]:
@@ -438,11 +439,11 @@ def _values(func: Any, args: tuple, kwargs: dict, out: Any, verdict: Verdict, ch
                 readings = [_rounded(w, fmt, "rounded once")]
             _judge_float8(g, readings, fmt, j, verdict, check, codes_in)
         else:
-            excuse = None
+            known_deviation = None
             if inputs and isinstance(g, torch.Tensor):  # (a named deviation of the op on its input's format)
                 fmt_in = FLOAT8[inputs[0].dtype]
-                excuse = lambda got, ok, fmt_in=fmt_in: _known_deviation_elements(check, fmt_in, got, ok, codes_in)  # noqa: E731
-            _judge_other(g, w, j, verdict, excuse)
+                known_deviation = functools.partial(_known_deviation_elements, check, fmt_in, codes_in=codes_in)
+            _judge_other(g, w, j, verdict, known_deviation)
             verdict.known_deviations.update(check.known_deviations)
         if verdict.status != "ok":
             return
@@ -452,7 +453,9 @@ def _cast(func: Any, args: tuple, kwargs: dict, out: Any, verdict: Verdict, chec
     (got,) = _tensors(out)
     fmt = FLOAT8[got.dtype]
     x = _cast_source(func, args, kwargs, got.shape)
-    _judge_float8(got, _cast_readings(x, fmt), fmt, 0, verdict, check, [], excuse=_cast_deviations(x, fmt, check))
+    _judge_float8(
+        got, _cast_readings(x, fmt), fmt, 0, verdict, check, [], known_deviation=_cast_deviations(x, fmt, check)
+    )
     if verdict.difference is not None:  # (the input it was cast from, exactly)
         value = x[verdict.difference.index].item() if x.dim() else x.item()
         verdict.difference = dataclasses.replace(verdict.difference, want=f"{verdict.difference.want} for {value!r}")

@@ -164,6 +164,8 @@ def run_beside(folder):
     runs = {
         "suite": {"argv": [*suite, *workloads], "cwd": str(folder)},
         "broken": {"argv": ["trace", "fp8user_prog:broken"], "cwd": str(folder), "fp8ref": True},
+        "no function": {"argv": [*suite, "--fp8-workload=fp8user_prog"], "cwd": str(folder)},
+        "no module": {"argv": [*suite, "--fp8-workload=fp8user_nowhere:step"], "cwd": str(folder)},
     }
     return {"user": pytest_each(runs)}
 
@@ -205,6 +207,20 @@ def test_the_pytest_plugin_traces_each_workload_and_serves_the_fixture_in_a_team
     assert "2 failed, 2 passed" in out, out
     # each failure names the op and the user's line
     assert out.count(f"fp8user_prog.py:{_users_line()}:") >= 2 and "aten.mul.Tensor" in out, out
+
+
+def test_a_bad_workload_is_one_clear_line_not_a_traceback(beside):
+    """A target without ':' stops the run as a usage error; one whose module is not there fails its
+    item with one line naming it."""
+    form = pytest_each_result(beside("user"), "no function")
+    assert form.returncode == pytest.ExitCode.USAGE_ERROR, form.stdout + form.stderr
+    assert "--fp8-workload=fp8user_prog: expected pkg.module:function" in form.stderr, form.stderr
+    missing = pytest_each_result(beside("user"), "no module")
+    assert missing.returncode == pytest.ExitCode.TESTS_FAILED, missing.stdout + missing.stderr
+    assert (
+        "--fp8-workload: target 'fp8user_nowhere:step': module 'fp8user_nowhere' cannot be imported" in missing.stdout
+    )
+    assert "Traceback" not in missing.stdout and "raise TargetError" not in missing.stdout, missing.stdout
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,6 @@ def test_behaviour_profile_matches_the_cpu_golden(
         named = accepted_differences(golden.where, cpu_profile)
         assert named is not None
         record_observation(
-            f"golden profile (cpu), {install_label(cpu_profile)}", f"{len(named[0])} named differences: {named[1]}"
+            f"golden profile (cpu), {install_label(cpu_profile)}", f"{len(named[0])} accepted differences: {named[1]}"
         )
     assert status in ("equal", "named"), "FP8 behaviour differs from the pinned golden:\n" + "\n".join(lines)

@@ -111,8 +111,3 @@ def test_each_familys_rows_lie_inside_the_namespaces_it_owns():
 def test_namespaces_are_owned_once():
     owned = [ns for family in families.FAMILIES for ns in family.meanings().OWNS]
     assert len(owned) == len(set(owned)), sorted(owned)
-
-
-def test_a_key_no_family_owns_has_no_meaning():
-    assert families.owner_of("a_new_family.x") is None
-    assert meaning_of("a_new_family.x") is None
