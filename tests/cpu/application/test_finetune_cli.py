@@ -85,30 +85,39 @@ def test_cli_writes_json_and_png(beside, offline_cli):
     assert prefix.with_suffix(".png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.fixture
+def tiny_results(beside, offline_cli) -> dict:
+    """The results JSON the command wrote for its 4-step tiny comparison (``run_beside``)."""
+    assert offline_cli("tiny")[0] == 0
+    argv = json.loads(beside("offline").args[-1])["tiny"]
+    return json.loads(Path(argv[argv.index("--out") + 1]).with_suffix(".json").read_text())
+
+
 @pytest.mark.needs("torchao", "matplotlib")
-def test_cli_prints_the_verdicts_two_statements_and_no_speed_figure(finetune_tiny, monkeypatch, tmp_path, capsys):
-    """What the command prints for the tiny comparison (the fixture's results, not trained again):
-    the speed note instead of a speedup, then the two statements as the JSON holds them."""
+def test_cli_prints_the_verdicts_two_statements_and_no_speed_figure(tiny_results, monkeypatch, tmp_path, capsys):
+    """What the command prints for a tiny comparison (the 4-step one it wrote, not trained
+    again): the speed note instead of a speedup, then the two statements as the JSON holds them."""
     from fp8ref.__main__ import main
     from fp8ref.finetune import train
 
-    monkeypatch.setattr(train, "compare", lambda cfg, progress=None: finetune_tiny)
+    monkeypatch.setattr(train, "compare", lambda cfg, progress=None: tiny_results)
     assert main(["finetune", "--preset", "tiny", "--no-plot", "--out", str(tmp_path / "tiny")]) == 0
     out = capsys.readouterr().out.splitlines()
-    statements = finetune_tiny["parity"]["statements"]
+    statements = tiny_results["parity"]["statements"]
     assert statements["difference"] in out and statements["budget"] in out, (statements, out)
-    assert statements["difference"].startswith("measured: FP8 ") and "3 bf16 runs" in statements["difference"]
+    runs = tiny_results["parity"]["bf16_runs"]
+    assert statements["difference"].startswith("measured: FP8 ") and f"{runs} bf16 runs" in statements["difference"]
     assert statements["budget"].startswith("budget: |gap| ") and "budget is the tiny preset's" in statements["budget"]
     assert "speed: FP8 emulated on CPU: no speed figure" in out and not any("speedup" in line for line in out), out
     written = json.loads((tmp_path / "tiny.json").read_text())
     assert written["parity"]["statements"] == statements and written["speedup"] is None
 
 
-@pytest.mark.needs("torchao")
+@pytest.mark.needs("torchao", "matplotlib")
 @pytest.mark.parametrize(
     "different,within,code", [(True, True, 0), (False, True, 0), (True, False, 1), (False, False, 1)]
 )
-def test_check_exits_1_only_outside_the_parity_bound(finetune_tiny, monkeypatch, tmp_path, different, within, code):
+def test_check_exits_1_only_outside_the_parity_bound(tiny_results, monkeypatch, tmp_path, different, within, code):
     """``--check`` keeps its documented meaning: exit 1 when FP8 is outside the parity bound;
     being measurably different from bf16 alone changes no exit code."""
     import copy
@@ -116,7 +125,7 @@ def test_check_exits_1_only_outside_the_parity_bound(finetune_tiny, monkeypatch,
     from fp8ref.__main__ import main
     from fp8ref.finetune import train
 
-    results = copy.deepcopy(finetune_tiny)
+    results = copy.deepcopy(tiny_results)
     results["parity"].update(different=different, within=within)
     monkeypatch.setattr(train, "compare", lambda cfg, progress=None: results)
     argv = ["finetune", "--check", "--no-plot", "--out", str(tmp_path / "tiny")]

@@ -39,10 +39,14 @@ LINEARS_PER_QWEN3_LAYER = 7  # q, k, v, o projections; gate, up, down of the Swi
 @pytest.fixture(scope="module")
 def tiny(finetune_tiny):
     """The comparison every test of it reads (tests that use it carry needs("torchao")), as its
-    JSON reads back: trained once per run, beside the other tests (tests/plugins/beside.py)."""
+    JSON reads back: trained once per run, beside the other tests (tests/plugins/beside.py). Its
+    22 s of one core are the suite's largest single cost, so its readers are in the slow tier
+    (CI runs it): the default tier keeps the fine-tune command end to end on 4 steps
+    (test_finetune_cli) and Float8Linear against fp8ref bitwise (test_torchao_linear)."""
     return finetune_tiny
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao")
 def test_both_runs_learn_well_below_their_start(tiny):
     for label in ("bf16", "fp8"):
@@ -53,6 +57,7 @@ def test_both_runs_learn_well_below_their_start(tiny):
         assert tiny["runs"][label]["tail_loss"] < 0.5 * losses[0], label
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao")
 def test_both_runs_start_from_the_same_weights_and_batches(tiny):
     b, f = tiny["runs"]["bf16"], tiny["runs"]["fp8"]
@@ -63,6 +68,7 @@ def test_both_runs_start_from_the_same_weights_and_batches(tiny):
     assert f["losses"] != b["losses"]
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao")
 def test_fp8_tail_loss_is_within_its_budget_plus_the_noise_floor(tiny, record_observation):
     v = tiny["parity"]
@@ -73,6 +79,7 @@ def test_fp8_tail_loss_is_within_its_budget_plus_the_noise_floor(tiny, record_ob
     assert PARITY_Z * v["noise"] < FP8_BUDGET["tiny"], f"noise floor too high to judge FP8: {parity_line(v)}"
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao")
 def test_noise_runs_start_one_ulp_away_and_diverge(tiny):
     """The noise runs see the same batches from weights one ulp away in one element per matrix,
@@ -134,6 +141,7 @@ def test_nudge_moves_one_element_per_weight_matrix_by_one_ulp():
         nudge_weights(lin, 0)
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao")
 def test_the_verdict_states_a_measurable_difference_apart_from_the_budget(tiny):
     """Two statements, in the JSON and the printed summary: the gap in noise units against what
@@ -211,6 +219,7 @@ def test_parity_bound_is_the_budget_plus_z_times_the_noise():
     assert not parity([1.0, 1.01], math.nan, budget=0.05)["within"]
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao")
 def test_no_run_beats_the_corpus_entropy_floor(tiny):
     # Below the entropy rate would mean the model saw its labels (a shifting bug), not skill.
@@ -219,6 +228,7 @@ def test_no_run_beats_the_corpus_entropy_floor(tiny):
         assert min(tiny["runs"][label]["losses"]) > tiny["data"]["loss_floor"], label
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao")
 def test_the_module_filter_converts_every_decoder_linear_but_the_head(tiny):
     cfg = tiny["config"]
@@ -226,6 +236,7 @@ def test_the_module_filter_converts_every_decoder_linear_but_the_head(tiny):
     assert tiny["model"]["kept_high_precision"] == ["lm_head"]
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao")
 def test_throughput_is_measured_after_warm_up(tiny):
     cfg = FinetuneConfig(preset="tiny").resolved()
@@ -236,6 +247,7 @@ def test_throughput_is_measured_after_warm_up(tiny):
         assert run["tokens_per_s"] == pytest.approx(cfg.batch * cfg.seq_len * len(timed) / sum(timed))
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao")
 def test_emulated_fp8_on_the_cpu_gets_no_speed_figure(tiny):
     """On the CPU, FP8 is emulated (torchao's casts, float32 matmuls): its tokens/s against bf16's
@@ -261,6 +273,7 @@ def test_a_speed_figure_only_for_fp8_hardware(device, backend, emulate, expected
     assert speed_note(FinetuneConfig(device=device, backend=backend, emulate=emulate)) == expected
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao")
 def test_results_json_round_trips(tiny, tmp_path):
     path = save_results(tiny, tmp_path / "r.json")
@@ -272,12 +285,14 @@ def test_results_json_round_trips(tiny, tmp_path):
     assert back["config"]["recipe"] == "tensorwise" and back["config"]["backend"] == "torchao"
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao", "matplotlib")
 def test_plot_is_a_png(tiny, tmp_path):
     path = plot_losses(tiny, tmp_path / "r.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 @pytest.mark.needs("torchao", "matplotlib")
 def test_plot_shows_the_noise_band_both_statements_and_no_speed_figure(tiny):
     """The lower panel shades the tail's noise band (+- t x noise, in percent of the bf16 mean),

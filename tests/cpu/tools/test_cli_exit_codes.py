@@ -12,7 +12,7 @@ import torch
 from fp8ref.__main__ import main
 from fp8ref.harness.profiles import atomic
 from fp8ref.harness.stack import install
-from tests.common.beside import fp8ref_cli
+from tests.common.beside import fp8ref_cli, pytest_each, pytest_each_result
 from tests.common.paths import GOLDEN
 
 GOLDEN_CPU = GOLDEN / "cpu.json"
@@ -182,20 +182,32 @@ def test_a_plot_that_fails_to_save_leaves_no_png(monkeypatch, tmp_path):
 
 
 def run_beside(folder):
-    """``python -m fp8ref`` as CI scripts call it, as processes of their own, run beside the tests
-    (tests/plugins/beside.py); two of them import torch, one collects a whole profile."""
+    """``python -m fp8ref`` as CI scripts call it, run beside the tests (tests/plugins/beside.py):
+    the two diffs (no torch) as processes of their own; the two calls that import torch, a whole
+    profile and a bad option, in one fresh interpreter (its file descriptors read as a process's)."""
     files = diff_inputs(folder)
+    torch_calls = {
+        "profile": {"argv": ["profile", "--out", str(folder / "profile.json")], "fp8ref": True},
+        "bad option": {"argv": ["profile", "--device", "nope"], "fp8ref": True},
+    }
     return {
-        "profile": fp8ref_cli("profile", "--out", str(folder / "profile.json")),
+        "with torch": pytest_each(torch_calls),
         "difference": fp8ref_cli("diff", str(files["good"]), str(files["other"])),
         "missing": fp8ref_cli("diff", str(files["missing"]), str(files["good"])),
-        "bad option": fp8ref_cli("profile", "--device", "nope"),
     }
+
+
+def _call(beside, name: str):
+    """One call's ``CompletedProcess``: its own process, or its part of the torch interpreter."""
+    if name in ("profile", "bad option"):
+        return pytest_each_result(beside("with torch"), name)
+    return beside(name)
 
 
 def test_the_contract_end_to_end_in_subprocesses(beside):
     """Done, a difference found, a missing input, a bad option: exit 0, 1, 2, 2, each error one line."""
-    got = {k: (beside(k).returncode, beside(k).stderr) for k in ("profile", "difference", "missing", "bad option")}
+    calls = {k: _call(beside, k) for k in ("profile", "difference", "missing", "bad option")}
+    got = {k: (done.returncode, done.stderr) for k, done in calls.items()}
     assert [code for code, _ in got.values()] == [0, 1, 2, 2], got
     for k in ("missing", "bad option"):  # (an install may print its own import warnings before)
         err = got[k][1]
@@ -207,7 +219,7 @@ def test_a_profile_that_succeeds_prints_nothing_on_stderr(beside):
     """torch.profiler's kineto writes its start and stop lines, and on a CUDA build without a GPU
     a failed device count, straight to the process's stderr from C++, unless fp8ref's kernel probe
     quiets it (``gemm_probes.kernels_of``): a run that succeeds says so on stdout alone."""
-    done = beside("profile")
+    done = _call(beside, "profile")
     assert done.returncode == 0, done.stderr[-2000:]
     stray = done.stderr
     if not install.has_package("numpy"):  # torch's own warning at import, where numpy is missing
