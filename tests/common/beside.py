@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from typing import Any
 
 from tests.common.paths import SCRIPTS
@@ -88,6 +89,7 @@ class ProcessQueue:
         self._wake = threading.Condition(self._lock)
         self._closed = False
         self._running: subprocess.Popen | None = None
+        self.seconds: dict[str, float] = {}  # name -> how long its process ran (wall)
         self._thread = threading.Thread(target=self._work, name="fp8ref-beside", daemon=True)
         self._thread.start()
 
@@ -130,6 +132,7 @@ class ProcessQueue:
                     return
                 name = self._queue.pop(0)
                 argv, kwargs = self._jobs[name]
+                started = time.monotonic()
                 try:
                     self._running = _spawn(argv, kwargs)
                 except (OSError, ValueError) as exc:  # no such program or folder: that job's error
@@ -137,12 +140,15 @@ class ProcessQueue:
                     self._ended[name].set()
                     continue
             self._done[name] = _completed(self._running)
+            self.seconds[name] = time.monotonic() - started
             self._ended[name].set()
 
     def _run(self, name: str, argv: list[str], kwargs: dict, timeout: float) -> None:
         """One job on the calling thread."""
+        started = time.monotonic()
         try:
             self._done[name] = _completed(_spawn(argv, kwargs), timeout)
+            self.seconds[name] = time.monotonic() - started
         except (OSError, ValueError) as exc:
             self._done[name] = exc
         self._ended[name].set()

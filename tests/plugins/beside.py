@@ -50,6 +50,7 @@ from tests.plugins.gating import unmet_needs
 
 _COMPARISON = "finetune tiny"
 _SESSION = "the session's"  # the owner of the comparison's process (no module's)
+_SECONDS = "fp8ref/beside-seconds"  # pytest's cache: how long each process ran last time
 
 
 def _fixtures(item: pytest.Item) -> tuple[str, ...]:
@@ -68,20 +69,32 @@ class _Beside:
 
     def start(self, owner: str, module: ModuleType | None = None) -> None:
         """Queue ``owner``'s processes (once)."""
-        if owner in self._owners:
+        self.start_all([(owner, module)])
+
+    def start_all(self, owners: list[tuple[str, ModuleType | None]], seconds: dict | None = None) -> None:
+        """Queue the processes of each ``(owner, module)`` not queued yet, the longest first by
+        ``seconds`` (name -> how long it ran last time: pytest's cache), so that the last to run
+        are short ones and the tests that wait for them wait little."""
+        jobs: list[tuple[str, list[str], dict]] = []
+        for owner, module in owners:
+            if owner in self._owners:
+                continue
+            self._owners.add(owner)
+            if module is None:
+                calls: dict[str, tuple[list[str], dict]] = {_COMPARISON: (script("finetune_tiny.py"), {})}
+            else:
+                folder = self._factory.mktemp(owner.rsplit(".", 1)[-1])
+                try:
+                    calls = {n: c if isinstance(c, tuple) else (c, {}) for n, c in module.run_beside(folder).items()}
+                except Exception as exc:  # the module's tests fail, naming it; the others run
+                    self._errors[owner] = exc
+                    continue
+            jobs += [(f"{owner}:{name}", argv, kwargs) for name, (argv, kwargs) in calls.items()]
+        known = seconds or {}
+        for name, argv, kwargs in sorted(jobs, key=lambda job: -float(known.get(job[0], 0.0))):  # (a stable sort)
+            self.queue.submit(name, argv, **kwargs)
+        if not jobs:
             return
-        self._owners.add(owner)
-        if module is None:
-            calls: dict[str, tuple[list[str], dict]] = {_COMPARISON: (script("finetune_tiny.py"), {})}
-        else:
-            folder = self._factory.mktemp(owner.rsplit(".", 1)[-1])
-            try:
-                calls = {n: c if isinstance(c, tuple) else (c, {}) for n, c in module.run_beside(folder).items()}
-            except Exception as exc:  # the module's tests fail, naming it; the others run
-                self._errors[owner] = exc
-                return
-        for name, (argv, kwargs) in calls.items():
-            self.queue.submit(f"{owner}:{name}", argv, **kwargs)
         if not self._threads:
             import torch
 
@@ -120,8 +133,10 @@ def _reads_a_process(item: pytest.Item) -> bool:
 
 @pytest.fixture(scope="session", autouse=True)
 def _processes_beside(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Beside]:
-    processes = request.config.stash[_KEY] = _Beside(tmp_path_factory)
-    if not hasattr(request.config, "workerinput"):  # not a pytest-xdist worker: it runs what it collected
+    config = request.config
+    processes = config.stash[_KEY] = _Beside(tmp_path_factory)
+    cache = getattr(config, "cache", None)  # (None under -p no:cacheprovider)
+    if not hasattr(config, "workerinput"):  # not a pytest-xdist worker: it runs what it collected
         readers = [
             item
             for item in request.session.items
@@ -129,14 +144,18 @@ def _processes_beside(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
             and not item.get_closest_marker("skip")
             and unmet_needs(item, importing=False) is None
         ]
+        owners: list[tuple[str, ModuleType | None]] = []
         if any("finetune_tiny" in _fixtures(item) for item in readers):
-            processes.start(_SESSION)
+            owners.append((_SESSION, None))
         for item in readers:
             if "beside" in _fixtures(item):
                 module = getattr(item, "module")  # noqa: B009 - a Function item's
-                processes.start(module.__name__, module)
+                owners.append((module.__name__, module))
+        processes.start_all(owners, cache.get(_SECONDS, {}) if cache is not None else {})
     yield processes
     processes.close()
+    if cache is not None and processes.queue.seconds:
+        cache.set(_SECONDS, {**cache.get(_SECONDS, {}), **processes.queue.seconds})
 
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:

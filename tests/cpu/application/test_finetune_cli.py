@@ -7,6 +7,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -86,7 +87,7 @@ def test_cli_writes_json_and_png(beside, offline_cli):
 
 
 @pytest.fixture
-def tiny_results(beside, offline_cli) -> dict:
+def tiny_results(beside: Any, offline_cli: Any) -> dict:
     """The results JSON the command wrote for its 4-step tiny comparison (``run_beside``)."""
     assert offline_cli("tiny")[0] == 0
     argv = json.loads(beside("offline").args[-1])["tiny"]

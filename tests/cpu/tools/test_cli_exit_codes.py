@@ -4,7 +4,9 @@ half-written output when a command fails or is interrupted."""
 
 import json
 import re
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -197,7 +199,7 @@ def run_beside(folder):
     }
 
 
-def _call(beside, name: str):
+def _call(beside: Any, name: str) -> subprocess.CompletedProcess:
     """One call's ``CompletedProcess``: its own process, or its part of the torch interpreter."""
     if name in ("profile", "bad option"):
         return pytest_each_result(beside("with torch"), name)
