@@ -19,17 +19,19 @@ the ``beside`` fixture::
 (``tests/common/beside.py`` has the argv builders: ``fp8ref_cli``, ``fp8ref_main_each``,
 ``pytest_each``, ``script``.)
 
-How they run: one at a time, in a queue on a thread of the pytest process (``ProcessQueue``):
-one core runs them while the tests go on with torch's other threads (it gets them back when the
-queue is done), and the tests that read a process run after the others (a stable sort, so
-pytest-randomly's order holds otherwise), by which time most have ended. A test whose process
-has not started runs it at once itself (its core would only wait otherwise). A run that runs
-every test it collected queues, when its first test is set up, the comparison (first: the
-longest) if a collected test reads ``finetune_tiny``, then the processes of every module with a
-collected test that reads one and is not skipped. A pytest-xdist worker does not know which
-modules it will be given: it queues a module's processes when that module's first test asks,
-and the comparison when a test of its first asks (at most once per worker). The same code
-either way; only the moment differs.
+How they run: one at a time, in a queue on a thread of the pytest process (``ProcessQueue``): one
+core runs them while the tests go on with torch's other threads (it gets them back when the queue
+is done), and the tests that read a process run after the others (a stable sort, so pytest-
+randomly's order holds otherwise), by which time most have ended. A test whose process has not
+started runs it at once itself (its core would only wait otherwise). A run that runs every test it
+collected queues, when its first test is set up, the comparison (first: the longest) if a collected
+test reads ``finetune_tiny``, then the processes of every module with a collected test that reads
+one and is not skipped, longest first by how long each ran last time (pytest's cache), and the
+``pytest_each`` jobs of all those modules as one interpreter (each pays seconds of imports; the
+test reads its own runs back as if they had had a process of their own). A pytest-xdist worker does
+not know which modules it will be given: it queues a module's processes when that module's first
+test asks, and the comparison when a test of its first asks (at most once per worker). The same
+code either way; only the moment differs.
 
 Measured (docs/timings.md): starting every process at once, at the lowest CPU priority, with
 torch's threads left alone and the tests in their own order, took the run from 125 s to 210 s
@@ -45,12 +47,17 @@ from types import ModuleType
 
 import pytest
 
+from tests.common import beside as runners
 from tests.common.beside import ProcessQueue, script
+from tests.common.paths import SCRIPTS
 from tests.plugins.gating import unmet_needs
 
 _COMPARISON = "finetune tiny"
 _SESSION = "the session's"  # the owner of the comparison's process (no module's)
-_SECONDS = "fp8ref/beside-seconds"  # pytest's cache: how long each process ran last time
+_Job = tuple[str, list[str], dict]  # queued name, argv, Popen keywords
+_SHARED = "the pytest_each runs of every module"  # one interpreter for them all (_Beside)
+_PYTEST_EACH = str(SCRIPTS / "pytest_each.py")
+_SECONDS = "fp8ref-beside-seconds/v1"  # a key of pytest's cache: how long each process ran last time
 
 
 def _fixtures(item: pytest.Item) -> tuple[str, ...]:
@@ -66,6 +73,7 @@ class _Beside:
         self._owners: set[str] = set()
         self._errors: dict[str, Exception] = {}  # module -> what its run_beside raised
         self._threads = 0  # torch's threads before the queue took a core (0: it has none)
+        self._shared: dict[str, list[str]] = {}  # a pytest_each job run in the shared one -> its argv
 
     def start(self, owner: str, module: ModuleType | None = None) -> None:
         """Queue ``owner``'s processes (once)."""
@@ -75,7 +83,7 @@ class _Beside:
         """Queue the processes of each ``(owner, module)`` not queued yet, the longest first by
         ``seconds`` (name -> how long it ran last time: pytest's cache), so that the last to run
         are short ones and the tests that wait for them wait little."""
-        jobs: list[tuple[str, list[str], dict]] = []
+        jobs: list[_Job] = []
         for owner, module in owners:
             if owner in self._owners:
                 continue
@@ -90,6 +98,7 @@ class _Beside:
                     self._errors[owner] = exc
                     continue
             jobs += [(f"{owner}:{name}", argv, kwargs) for name, (argv, kwargs) in calls.items()]
+        jobs = self._one_interpreter_for_pytest_each(jobs)
         known = seconds or {}
         for name, argv, kwargs in sorted(jobs, key=lambda job: -float(known.get(job[0], 0.0))):  # (a stable sort)
             self.queue.submit(name, argv, **kwargs)
@@ -101,11 +110,35 @@ class _Beside:
             self._threads = torch.get_num_threads()
             torch.set_num_threads(max(1, self._threads - 1))  # the queue's core
 
+    def _one_interpreter_for_pytest_each(
+        self, jobs: list[tuple[str, list[str], dict]]
+    ) -> list[tuple[str, list[str], dict]]:
+        """The ``pytest_each`` jobs of several modules as one: each pays seconds of imports, which
+        one interpreter pays once. Its runs that call ``python -m fp8ref`` go first (a fresh
+        interpreter's import noise lands in theirs, where the tests look for it)."""
+        each = [job for job in jobs if job[1][1:2] == [_PYTEST_EACH] and not job[2]]
+        if len(each) < 2:
+            return jobs
+        runs = {f"{name}|{run}": spec for name, argv, _ in each for run, spec in json.loads(argv[-1]).items()}
+        ordered = dict(sorted(runs.items(), key=lambda item: not item[1].get("fp8ref")))  # (a stable sort)
+        for name, argv, _ in each:
+            self._shared[name] = argv
+        return [job for job in jobs if job not in each] + [(_SHARED, runners.pytest_each(ordered), {})]
+
     def result(self, owner: str, name: str, module: ModuleType | None = None) -> subprocess.CompletedProcess:
         self.start(owner, module)
         if owner in self._errors:
             pytest.fail(f"{owner}.run_beside raised {self._errors[owner]!r}")
-        done = self.queue.result(f"{owner}:{name}")
+        job = f"{owner}:{name}"
+        if job in self._shared:  # its runs, read out of the shared interpreter's report
+            shared = self.queue.result(_SHARED)
+            report = json.loads(shared.stdout.strip().splitlines()[-1]) if shared.returncode == 0 else {}
+            mine = {k.split("|", 1)[1]: v for k, v in report.items() if k.split("|", 1)[0] == job}
+            done = subprocess.CompletedProcess(
+                self._shared[job], shared.returncode, json.dumps(mine) + "\n", shared.stderr
+            )
+        else:
+            done = self.queue.result(job)
         self.restore_threads()
         return done
 

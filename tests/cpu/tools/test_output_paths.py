@@ -18,6 +18,7 @@ import pytest
 import fp8ref.harness.profiles.profile
 from fp8ref.__main__ import main
 from fp8ref.harness.profiles import atomic
+from tests.common.beside import pytest_each, pytest_each_result
 from tests.common.paths import GOLDEN, ROOT
 from tests.plugins.summaries import check_outputs
 
@@ -262,9 +263,6 @@ def run_beside(folder):
     """pytest as a user runs it, with a report path under a file: it must stop at configure."""
     (folder / "a-file").write_text("")
     argv = [
-        sys.executable,
-        "-m",
-        "pytest",
         str(ROOT / "tests" / "cpu" / "tools" / "test_golden_profile.py"),
         f"--fp8-report={folder / 'a-file' / 'report.md'}",
         "-p",
@@ -273,13 +271,13 @@ def run_beside(folder):
         "no:cacheprovider",
         f"--basetemp={folder / 'run'}",
     ]
-    return {"report under a file": (argv, {"cwd": str(folder)})}
+    return {"runs": pytest_each({"report under a file": {"argv": argv, "cwd": str(folder)}})}
 
 
 def test_pytest_with_an_unwritable_report_stops_before_collecting(beside):
     """Before: the run collected and ran, then ended with a traceback from the report's writer
     and no summary line."""
-    done = beside("report under a file")
+    done = pytest_each_result(beside("runs"), "report under a file")
     assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout[-2000:] + done.stderr[-2000:]
     errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR: ")]
     assert len(errors) == 1 and errors[0].startswith("ERROR: --fp8-report: cannot write ") and "a-file" in errors[0], (

@@ -2,6 +2,7 @@
 runs them one at a time on one core, in order; a module's processes queued once, in a folder of
 their own; several pytest runs in one interpreter, each read back as a process of its own."""
 
+import json
 import os
 import subprocess
 import sys
@@ -124,3 +125,24 @@ def test_pytest_each_reads_back_each_run_as_a_process_of_its_own(tmp_path):
     assert "from fd 2" in fails.stderr and "on purpose" not in fails.stderr
     assert usage.returncode == pytest.ExitCode.USAGE_ERROR and "--no-such-option-fp8ref" in usage.stderr
     assert sys.executable in done.args
+
+
+def test_the_pytest_each_runs_of_several_modules_share_one_interpreter(tmp_path_factory):
+    """Two modules' pytest_each jobs run as one process (each interpreter costs seconds of
+    imports), its python -m fp8ref runs first, and each module reads back only its own runs."""
+    one = types.ModuleType("tests.fake.test_one")
+    one.run_beside = lambda folder: {"runs": pytest_each({"help": {"argv": ["--version"]}})}
+    two = types.ModuleType("tests.fake.test_two")
+    two.run_beside = lambda folder: {"runs": pytest_each({"cli": {"argv": ["formats"], "fp8ref": True}})}
+    processes = _Beside(tmp_path_factory)
+    try:
+        processes.start_all([(one.__name__, one), (two.__name__, two)])
+        assert len(processes.queue._jobs) == 1, processes.queue._jobs  # one process for both
+        (argv,) = [a for a, _ in processes.queue._jobs.values()]
+        assert list(json.loads(argv[-1])) == ["tests.fake.test_two:runs|cli", "tests.fake.test_one:runs|help"]
+        mine = processes.result(one.__name__, "runs", one)
+        assert json.loads(mine.stdout).keys() == {"help"} and pytest_each_result(mine, "help").returncode == 0
+        cli = pytest_each_result(processes.result(two.__name__, "runs", two), "cli")
+        assert cli.returncode == 0 and "e4m3fn" in cli.stdout, cli
+    finally:
+        processes.close()
