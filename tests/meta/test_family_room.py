@@ -55,3 +55,18 @@ def test_a_family_writing_a_key_it_does_not_own_fails_the_profile(registered, mo
     monkeypatch.setattr(profile_keys, "collect", lambda where: {"cast.e4m3fn.bf16.overflow": "saturate"})
     with pytest.raises(RuntimeError, match=r"standin_room family's probes wrote keys it does not own: \['cast"):
         profile.collect("cpu")
+
+
+def test_a_family_with_traces_keeps_them_beside_its_keys_and_only_for_its_keys(registered, monkeypatch):
+    """A room may keep the traced calls behind its keys (``traces(where)``, as the workloads'
+    does): they go to the profile's ``traces``; traces for a key it did not write fail the profile."""
+    from tests.meta.standin_room import profile_keys
+
+    monkeypatch.setattr(families, "FAMILIES", [registered])
+    assert profile.collect("cpu")["traces"] == {}
+    line = "aten._to_copy.default cast | float32[1]()#00 | float8_e4m3fn[1]()#39 | standin.py:1"
+    monkeypatch.setattr(profile_keys, "traces", lambda where: {KEY: [line]}, raising=False)
+    assert profile.collect("cpu")["traces"] == {KEY: [line]}
+    monkeypatch.setattr(profile_keys, "traces", lambda where: {"standin.other": [line]}, raising=False)
+    with pytest.raises(RuntimeError, match=r"standin_room family traced keys it did not write: \['standin.other'\]"):
+        profile.collect("cpu")

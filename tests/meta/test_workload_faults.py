@@ -15,8 +15,9 @@ from collections.abc import Iterator
 
 import torch
 
-from fp8ref.harness.trace import trace
-from fp8ref.harness.workloads import WORKLOADS, check
+from fp8ref.harness.profiles.upgrade_report import build, render_markdown
+from fp8ref.harness.trace import Trace, trace
+from fp8ref.harness.workloads import WORKLOADS, check, profile_keys
 from fp8ref.harness.workloads import static_custom_op as workload_module
 from fp8ref.harness.workloads.base import source_file
 
@@ -82,6 +83,34 @@ def test_the_workload_catches_a_requantization_fault_naming_the_op_and_its_line(
     problem = check(workload, got)
     assert problem is not None and "aten.copy_.default [cast: violation]" in problem, problem
     assert {(v.op, v.site) for v in got.violations} == {("aten.copy_.default", _requantize_line())}, problem
+
+
+def _profile(got: Trace) -> dict:
+    """A profile holding only the workload's key and trace, as the workloads family writes them."""
+    key = profile_keys.key_of(WORKLOADS["static_custom_op"])
+    versions = {"torch": torch.__version__, "device": "cpu"}
+    return {"versions": versions, "behaviour": {key: profile_keys.value(got)}, "traces": {key: got.pinned()}}
+
+
+def test_the_upgrade_report_locates_the_fault_at_the_first_call_that_diverges(skip_if_refused):
+    workload = WORKLOADS["static_custom_op"]
+    skip_if_refused(workload.refusal(), "the static_custom_op workload")
+    clean = trace(workload.run)
+    with _requantization_skips_one_step_changes():
+        faulty = trace(workload.run)
+    report = build(_profile(clean), _profile(faulty))
+    (change,) = report["changes"]
+    assert change["key"] == "workload.static_custom_op" and change["severity"] == "numerics", change
+    line = _requantize_line().rpartition("/")[2]
+    first = next(r for r in faulty.records if r.op == "aten.copy_.default" and r.site.endswith(line))
+    assert change["divergence"] == (
+        f"call #{first.index} aten.copy_.default (cast) at {line}: its output changed on inputs with the same bytes: "
+        "this op computes something else now"
+    ), change["divergence"]
+    # every call before it computed the same bytes: the report names the first, not a later echo
+    assert clean.pinned()[: first.index] == faulty.pinned()[: first.index]
+    assert clean.pinned()[first.index] != faulty.pinned()[first.index]
+    assert f"first divergence: call #{first.index} aten.copy_.default" in render_markdown(report)
 
 
 def test_a_one_shot_cast_and_a_fresh_buffer_do_not_reach_it():

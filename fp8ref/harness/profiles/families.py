@@ -51,6 +51,7 @@ FAMILIES: list[Family] = [
     Family("fp8ref.harness.native"),  # torch's native float8 ops, Python scalars, the API surface
     Family("fp8ref.harness.ao"),  # torchao's recipes, casts, MX, NVFP4, surface
     Family("fp8ref.harness.hf"),  # transformers' fine-grained FP8
+    Family("fp8ref.harness.workloads"),  # the shipped FP8 workloads, traced
 ]
 
 

@@ -1,8 +1,10 @@
 """The behaviour profile of an install: what it does where correct installs may differ.
 
-A profile is JSON: ``versions`` (what produced it) and ``behaviour``, a flat, sorted mapping of
+A profile is JSON: ``versions`` (what produced it), ``behaviour``, a flat, sorted mapping of
 dotted keys to plain values, so a difference reads as one line per key (the file format and the
-diff: ``profile_file``; the pinned goldens: ``golden``). Each family's room measures its own keys
+diff: ``profile_file``; the pinned goldens: ``golden``), and ``traces``: the traced calls behind
+some of those keys (from a family whose ``profile_keys`` has ``traces(where)``: the workloads'),
+which the diff reads to name the call where two installs first part. Each family's room measures its own keys
 (``families``); this module asks each in turn. Invariants are asserted elsewhere; the profile
 holds what legitimately varies.
 
@@ -28,15 +30,23 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
     of that probe; every other key is still collected."""
     where = Where(device, torchao)
     behaviour: dict = {}
+    traces: dict = {}
     for family in families.FAMILIES:
-        keys = family.probes().collect(where)
+        probes = family.probes()
+        keys = probes.collect(where)
         # a key another family owns would take that family's meaning; one collected twice, lose a value
         strays = sorted(k for k in keys if families.owner_of(k) != family or k in behaviour)
         if strays:
             raise RuntimeError(f"fp8ref: the {family.name} family's probes wrote keys it does not own: {strays[:5]}")
         behaviour.update(keys)
+        lines = probes.traces(where) if hasattr(probes, "traces") else {}
+        unwritten = sorted(set(lines) - set(keys))
+        if unwritten:
+            raise RuntimeError(f"fp8ref: the {family.name} family traced keys it did not write: {unwritten[:5]}")
+        traces.update(lines)
     return {
         "fp8ref_profile": PROFILE_VERSION,
         "versions": versions(device),
         "behaviour": dict(sorted(behaviour.items())),
+        "traces": dict(sorted(traces.items())),
     }

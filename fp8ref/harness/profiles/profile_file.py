@@ -26,6 +26,7 @@ __all__ = [
     "diff",
     "not_compared",
     "diff_line",
+    "first_divergence",
     "format_diff",
     "ACCEPTED_SUFFIX",
     "accepted_differences_file",
@@ -164,15 +165,32 @@ def not_compared(pinned: dict, now: dict) -> dict[str, list[str]]:
     return out
 
 
+def first_divergence(key: str, pinned: dict, now: dict) -> str | None:
+    """Where the traced program behind ``key`` first parts between the two profiles (both keep
+    its ``traces``: ``fp8ref.harness.trace.divergence``); None when either has no trace of it or
+    they do not part. A trace that cannot be read is named, never taken for a divergence."""
+    from ..trace.divergence import first_divergence as first
+
+    a, b = (p.get("traces", {}).get(key) if isinstance(p.get("traces"), dict) else None for p in (pinned, now))
+    if not (isinstance(a, list) and isinstance(b, list)):
+        return None
+    try:
+        return first(a, b)
+    except ValueError as exc:
+        return f"cannot compare the traces: {exc}"
+
+
 def diff_line(key: str, old: object, new: object, pinned: dict, now: dict) -> str:
     """``key: pinned X (versions) -> now Y (versions)``, each side naming torch, torchao, the
-    packages the key belongs to and every package whose version differs between the two."""
+    packages the key belongs to and every package whose version differs between the two; a key
+    with traces on both sides ends with where they first part (``first_divergence``)."""
     from .stack_identity import packages_of
 
     always = ("torch", "torchao", *packages_of(key))
+    where = first_divergence(key, pinned, now)
     return (
         f"{key}: pinned {old!r} ({versions_words(pinned, now, always)}) -> now {new!r} "
-        f"({versions_words(now, pinned, always)})"
+        f"({versions_words(now, pinned, always)})" + (f"; first divergence: {where}" if where else "")
     )
 
 

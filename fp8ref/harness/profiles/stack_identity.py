@@ -31,7 +31,7 @@ STACK = ("torch", "torchao", "transformers", "accelerate", "safetensors", "ml_dt
 # package -> (the keys it owns, as a regex; the key whose 'missing'/'refused' value says it is not
 # usable here, or None where its absence leaves no key of its own)
 OWNERS: dict[str, tuple[str, str | None]] = {
-    "torchao": (r"^(?:torchao|checkpoint\.torchao|grouped\.torchao)(?:\.|$)", "torchao"),
+    "torchao": (r"^(?:torchao|checkpoint\.torchao|grouped\.torchao|workload\.torchao)(?:\.|$)", "torchao"),
     "transformers": (r"^transformers(?:\.|$)", "transformers.fp8"),
     "accelerate": (r"^transformers\.fp8\.from_pretrained(?:\.|$)", None),
     "safetensors": (r"\.safetensors$", None),

@@ -17,7 +17,7 @@ import re
 from typing import Any
 
 from .key_meanings import SEVERITIES, describe, direction, meaning_of, severity_of
-from .profile_file import diff, machine_dependent, not_compared, same_value
+from .profile_file import diff, first_divergence, machine_dependent, not_compared, same_value
 from .stack_identity import STACK
 
 __all__ = ["REPORT_VERSION", "SUMMARY_LIMIT", "build", "render_markdown", "render_summary", "render_json", "from_json"]
@@ -58,7 +58,8 @@ def _deviations_named(*values: object) -> dict[str, str]:
 def build(a: dict, b: dict, *, a_name: str = "A", b_name: str = "B", accepted: tuple[dict, str] | None = None) -> dict:
     """The report of ``a`` (e.g. the golden) against ``b`` (this install): one change per
     differing key (``profile_file.diff``) with its family, severity, meaning, consequence, the
-    direction of a change of state and the deviations its values name; ``accepted``: the named
+    direction of a change of state, the deviations its values name and, for a key with traces on
+    both sides, the call where they first part (``profile_file.first_divergence``); ``accepted``: the named
     differences (key -> value, why) of ``golden.accepted_differences``, whose changes the report marks
     as accepted (the reason once, in ``accepted_why``) when ``b`` gives exactly that value. A key
     no family's row explains (``key_meanings.meaning_of``) is reported as ``unexplained`` (severity numerics: it
@@ -90,6 +91,7 @@ def build(a: dict, b: dict, *, a_name: str = "A", b_name: str = "B", accepted: t
                 "direction": direction(old, new),
                 "deviations": _deviations_named(old, new),
                 "accepted": key in named and same_value(key, named[key], new),
+                "divergence": first_divergence(key, a, b),
             }
         )
     keys = sorted(set(a["behaviour"]) | set(b["behaviour"]))
@@ -237,6 +239,8 @@ def render_markdown(report: dict, level: int = 3) -> str:
             if r.get("direction"):
                 training = f"**{_prose(r['direction'])}**. {training}"
             explained |= r.get("deviations", {})
+            if r.get("divergence"):
+                training = f"first divergence: {_prose(r['divergence'])}. {training}"
             out.append(
                 f"| {_severity_cell(r)} | `{r['key']}` | {_cell(r['a'])} | {_cell(r['b'])} | {meaning} | {training} |"
             )
@@ -263,7 +267,8 @@ def render_summary(report: dict, level: int = 3, limit: int = SUMMARY_LIMIT, row
         block = ["", f"{'#' * (level + 1)} {family} ({len(rows)}: {counts})", ""]
         for r in rows[:rows_per_family]:
             now = f" **{_prose(r['direction'])}**" if r.get("direction") else ""
-            block.append(f"- {_severity_cell(r)} `{r['key']}`: {_cell(r['a'], 40)} -> {_cell(r['b'], 40)}{now}")
+            where = f"; first divergence: {_prose(r['divergence'])}" if r.get("divergence") else ""
+            block.append(f"- {_severity_cell(r)} `{r['key']}`: {_cell(r['a'], 40)} -> {_cell(r['b'], 40)}{now}{where}")
         if len(rows) > rows_per_family:
             block.append(f"- ... and {len(rows) - rows_per_family} more (the full report: --format markdown)")
         text = "\n".join(block)

@@ -5,7 +5,9 @@ movement against the uint8 view, casts against the codec, arithmetic against the
 rounded once, ``_scaled_mm`` within its derived bound). ``python -m fp8ref trace
 pkg.module:function`` runs it from the command line.
 
-- ``records``: ``Trace`` (the ordered ``Record``s, the violations, ``summary``, ``digest``);
+- ``records``: ``Trace`` (the ordered ``Record``s, the violations, ``summary``, ``digest``,
+  ``pinned``);
+- ``divergence``: where two pinned runs of one program first part (no torch);
 - ``recorder``: the dispatch mode;
 - ``op_checks``: the check of one recorded call, by its kind;
 - ``call_site``: the user's ``file:line``.

@@ -24,7 +24,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from ..native.native_op_kinds import UNCHECKED
 from .call_site import call_site
-from .op_checks import SCALED_GEMMS, check_call, is_float8, touches_float8
+from .op_checks import SCALED_GEMMS, check_call, touches_float8
 from .records import Record, TensorInfo, Trace
 
 __all__ = ["TraceMode"]
@@ -34,8 +34,9 @@ _HASH_DIGITS = 16
 
 def _info(t: torch.Tensor, digest: bool) -> TensorInfo:
     sha = ""
-    if digest and is_float8(t) and t.device.type != "meta":
-        codes = t.view(torch.uint8).contiguous().cpu().reshape(-1).clone()  # (its own storage, exactly its bytes)
+    if digest and t.layout == torch.strided and t.device.type != "meta":
+        # (its own storage, exactly its bytes in logical order; any dtype viewed as bytes)
+        codes = t.detach().contiguous().cpu().reshape(-1).clone().view(torch.uint8)
         sha = hashlib.sha256(bytes(codes.untyped_storage())).hexdigest()[:_HASH_DIGITS]
     return TensorInfo(str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()), str(t.device), sha)
 
@@ -104,7 +105,7 @@ class TraceMode(TorchDispatchMode):
             index=len(self.trace.records),
             op=str(func),
             site=call_site(),
-            inputs=tuple(_info(t, False) for t in _tensors(before)),
+            inputs=tuple(_info(t, True) for t in _tensors(before)),
             outputs=tuple(_info(t, not uninitialized) for t in _tensors(out)),
         )
         record.kind, record.status, record.reason = verdict.kind, verdict.status, verdict.reason

@@ -1,10 +1,13 @@
 """What a trace holds: one ``Record`` per call of an op that reads or writes a float8 dtype, in the
 order the calls ran, with the check it was held to and its verdict; ``Trace`` holds them, the
-violations, a summary per op and a digest to pin."""
+violations, a summary per op, a digest to pin and the lines a profile keeps (``pinned``) to find
+where two runs first diverge (``divergence``). No torch here."""
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import os
 from collections import Counter
 from typing import Any
 
@@ -15,8 +18,9 @@ STATUSES = ("ok", "violation", "unchecked")
 
 @dataclasses.dataclass(frozen=True)
 class TensorInfo:
-    """One tensor argument or output: dtype (``float8_e4m3fn``), shape, strides, device, and for a
-    float8 output the SHA-256 of its bytes in logical order (16 hex digits; empty otherwise)."""
+    """One tensor argument or output: dtype (``float8_e4m3fn``), shape, strides, device, and the
+    SHA-256 of its bytes in logical order (16 hex digits; empty for an output whose bytes are
+    whatever memory held, ``torch.empty``'s)."""
 
     dtype: str
     shape: tuple[int, ...]
@@ -28,6 +32,15 @@ class TensorInfo:
         shape = ", ".join(map(str, self.shape))
         text = f"{self.dtype}[{shape}] stride {self.stride}"
         return text + ("" if self.device == "cpu" else f" on {self.device}")
+
+    @property
+    def float8(self) -> bool:
+        return self.dtype.startswith("float8_")
+
+    def token(self) -> str:
+        """The tensor in one space-free word: ``float8_e4m3fn[16,32](32,1)#<sha256>``."""
+        shape, stride = ",".join(map(str, self.shape)), ",".join(map(str, self.stride))
+        return f"{self.dtype}[{shape}]({stride})#{self.sha256}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +89,14 @@ class Record:
         outs = ", ".join(map(str, self.outputs)) or "-"
         verdict = f"{self.kind}: {self.status}" if self.status != "unchecked" else f"unchecked: {self.reason}"
         return f"#{self.index} {self.op} [{verdict}] at {self.site}: {ins} -> {outs}"
+
+    def pinned(self) -> str:
+        """The call as a profile keeps it: ``op kind | inputs | outputs | file:line``, each tensor a
+        ``TensorInfo.token`` with the SHA-256 of its bytes, the call site by its file's name only
+        (the folder differs between machines). ``divergence.first_divergence`` reads it back."""
+        ins = " ".join(t.token() for t in self.inputs) or "-"
+        outs = " ".join(t.token() for t in self.outputs) or "-"
+        return f"{self.op} {self.kind} | {ins} | {outs} | {os.path.basename(self.site)}"
 
     def report(self) -> str:
         """A violation as a person needs it: the op, where the user's code called it, the
@@ -135,6 +156,14 @@ class Trace:
         out = []
         for r in self.records:
             ins = ", ".join(map(str, r.inputs)) or "-"
-            outs = ", ".join(f"{t} #{t.sha256}" if t.sha256 else str(t) for t in r.outputs) or "-"
+            outs = ", ".join(f"{t} #{t.sha256}" if t.float8 and t.sha256 else str(t) for t in r.outputs) or "-"
             out.append(f"{r.op}: {ins} -> {outs}")
         return out
+
+    def fingerprint(self) -> str:
+        """``digest()`` in one word: the first 16 hex digits of its lines' SHA-256."""
+        return hashlib.sha256("\n".join(self.digest()).encode()).hexdigest()[:16]
+
+    def pinned(self) -> list[str]:
+        """Every record's ``Record.pinned`` line, in order."""
+        return [r.pinned() for r in self.records]

@@ -13,11 +13,24 @@ suite checks what a team's training runs, not only what a list names.
 
 A workload's own lines are the call sites its trace names: the tracer counts this folder as user
 code, though it is fp8ref's (``trace.call_site``).
+
+It is also the profile's workloads family (``profile_keys``, ``meanings``; ``traced``: each trace
+once per process). Importing the package imports no torch (``python -m fp8ref diff`` reads
+``meanings``): ``WORKLOADS`` is imported when first asked for.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from .base import Workload, check
-from .registry import WORKLOADS
 
 __all__ = ["WORKLOADS", "Workload", "check"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "WORKLOADS":
+        from .registry import WORKLOADS
+
+        return WORKLOADS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

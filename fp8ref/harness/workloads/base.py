@@ -22,7 +22,8 @@ class Workload:
     smallest call, ``stack.refusals.attempt``); ``run()``: builds its model from a fixed seed and
     runs it. ``expects``: ``(op, kind) -> n``, the FP8 calls its program makes at least, so a trace
     that saw less did not check what the workload is for. ``module``: the module whose lines
-    call its ops (the call sites a trace of it names)."""
+    call its ops (the call sites a trace of it names). ``torchao``: whether its program is
+    torchao's (its profile key is then torchao's too, ``workloads.profile_keys``)."""
 
     name: str
     what: str
@@ -30,6 +31,7 @@ class Workload:
     run: Callable[[], Any]
     refusal: Callable[[], str | None]
     expects: dict[tuple[str, str], int]
+    torchao: bool = True
 
 
 def source_file(workload: Workload) -> str:

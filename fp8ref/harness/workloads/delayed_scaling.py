@@ -116,4 +116,5 @@ WORKLOAD = Workload(
         ("aten._to_copy.default", "cast"): 6 * STEPS,  # x, w and g of each of 2 layers
         ("aten._scaled_mm.default", "scaled_mm"): 6 * STEPS,
     },
+    torchao=False,
 )

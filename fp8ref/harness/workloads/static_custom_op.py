@@ -131,4 +131,5 @@ WORKLOAD = Workload(
         ("aten._scaled_mm.default", "scaled_mm"): 6 * STEPS,
         ("aten.copy_.default", "cast"): 2 * STEPS,  # the re-quantizations
     },
+    torchao=False,
 )

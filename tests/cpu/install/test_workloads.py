@@ -3,6 +3,8 @@ program fp8ref ships, traced on this install, must run clean: no violation, the 
 for (casts, scaled GEMMs, the in-place re-quantization of a cached float8 weight) seen and
 checked, and every call site a line of the workload's own module (the tracer names a shipped
 workload's lines as a user's, docs/trace.md). A workload the install refuses skips with its words.
+Each trace is the one the behaviour profile pins (``workloads.traced``: once per session); the
+golden test holds its digest, and the upgrade report names where it first diverges.
 The fault only a workload reaches is tests/meta/test_workload_faults.py."""
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 from fp8ref.harness.trace import trace
 from fp8ref.harness.workloads import WORKLOADS, check
 from fp8ref.harness.workloads.base import source_file
+from fp8ref.harness.workloads.traced import traced
 
 CAST, SCALED_MM = ("aten._to_copy.default", "cast"), ("aten._scaled_mm.default", "scaled_mm")
 # what each program must run, whatever its workload's own list says
@@ -37,7 +40,7 @@ def _must_run(name: str) -> set[tuple[str, str]]:
 def test_the_workload_traces_clean(name, skip_if_refused):
     workload = WORKLOADS[name]
     skip_if_refused(workload.refusal(), f"the {name} workload ({workload.what})")
-    got = trace(workload.run)
+    got = traced(name)  # (the trace the profile pins: one run of each workload per session)
     problem = check(workload, got)
     assert problem is None, problem
     seen = {(r.op, r.kind) for r in got.records}
@@ -57,8 +60,9 @@ def test_the_custom_op_is_seen_through_and_its_trace_repeats(skip_if_refused):
     seed computes the same float8 codes the same way (the digest)."""
     workload = WORKLOADS["static_custom_op"]
     skip_if_refused(workload.refusal(), "the static_custom_op workload")
-    got = trace(workload.run)
+    got = traced("static_custom_op")
     ops = {op for op, how, _ in got.through if how == "torch.library.custom_op"}
     assert ops == {"fp8ref_workloads.static_fp8_mm.default", "fp8ref_workloads.static_fp8_mm_backward.default"}, ops
     assert not any(r.op.startswith("fp8ref_workloads.") for r in got.records)
-    assert trace(workload.run).digest() == got.digest()
+    again = trace(workload.run)
+    assert again.digest() == got.digest() and again.pinned() == got.pinned()

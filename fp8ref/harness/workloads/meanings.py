@@ -1,0 +1,27 @@
+"""What this family's profile keys mean, and what a change of one does to a training run: each
+shipped workload's trace (``profile_keys.py``). The rows' form and the severities:
+``fp8ref.harness.profiles.key_meanings``. No torch here."""
+
+from __future__ import annotations
+
+from ..profiles.key_meanings import KeyMeaning
+
+__all__ = ["OWNS", "MEANINGS"]
+
+OWNS = ("workload",)
+
+_WHAT = (
+    "the trace of the shipped workload {1} (fp8ref/harness/workloads): how many calls touched a float8 dtype, "
+    "how many broke the definition, and a digest of the ordered ops, their tensors' dtypes, shapes and strides "
+    "and every float8 output's bytes"
+)
+_DOES = (
+    "the FP8 program a training step runs computed other float8 codes, ran other ops or broke the definition: "
+    "the report's first divergence names the op whose output changed on unchanged inputs, and its line"
+)
+
+_M = KeyMeaning
+MEANINGS: tuple[KeyMeaning, ...] = (
+    _M("workload.torchao.**", "workloads", _WHAT, _DOES, "numerics"),
+    _M("workload.**", "workloads", _WHAT, _DOES, "numerics"),
+)

@@ -1,0 +1,61 @@
+"""The workloads family's profile keys (``workload.*``): each shipped workload traced on the CPU,
+as one key per workload (its calls, its violations and a digest of its trace: ``value``) and the
+trace's lines beside the keys (``traces``), from which ``python -m fp8ref diff`` names the first
+call where two installs part (``fp8ref.harness.trace.divergence``). A workload of torchao's is
+keyed ``workload.torchao.<name>`` (torchao's keys, not compared where torchao is not usable);
+the others ``workload.<name>``. The workloads run on the CPU only: a CUDA profile has none of
+these keys. What each key means: ``meanings.py``."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from ..stack.probing import Where
+from ..stack.refusals import observe
+from ..trace import Trace
+from .base import Workload
+from .registry import WORKLOADS
+from .traced import traced
+
+__all__ = ["collect", "traces", "key_of", "value"]
+
+
+def key_of(workload: Workload) -> str:
+    return f"workload.torchao.{workload.name}" if workload.torchao else f"workload.{workload.name}"
+
+
+def value(got: Trace) -> str:
+    """``76 calls, digest 0123456789abcdef`` (with ``, 2 violations`` when the trace broke the
+    definition: the test of the workload fails then, and the profile says so too)."""
+    bad = f", {len(got.violations)} violations" if got.violations else ""
+    return f"{len(got.records)} calls{bad}, digest {got.fingerprint()}"
+
+
+@cache
+def _outcome(name: str) -> tuple[str, Trace | None]:
+    """The workload's key value and its trace (None when refused or failed), once per process."""
+    refusal = WORKLOADS[name].refusal()
+    if refusal is not None:
+        return refusal, None
+    _, got = observe(lambda: traced(name))
+    return (value(got), got) if isinstance(got, Trace) else (str(got), None)
+
+
+def _wanted(where: Where) -> list[Workload]:
+    if where.device != "cpu":
+        return []
+    return [w for w in WORKLOADS.values() if where.torchao or not w.torchao]
+
+
+def collect(where: Where) -> dict:
+    return {key_of(w): _outcome(w.name)[0] for w in _wanted(where)}
+
+
+def traces(where: Where) -> dict[str, list[str]]:
+    """Each traced workload's ``Trace.pinned`` lines, by its key."""
+    out = {}
+    for w in _wanted(where):
+        got = _outcome(w.name)[1]
+        if got is not None:
+            out[key_of(w)] = got.pinned()
+    return out

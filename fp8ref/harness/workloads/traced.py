@@ -1,0 +1,22 @@
+"""Each shipped workload traced once per process: the profile's workloads family and the tests
+that hold each trace to its workload's check (tests/cpu/install/test_workloads.py) read the same
+trace, so the run pays for it once. A fault injected into the install must trace afresh
+(``fp8ref.harness.trace.trace``), never through this cache."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from ...reference.validate import one_of
+from ..trace import Trace, trace
+from .registry import WORKLOADS
+
+__all__ = ["traced"]
+
+
+@cache
+def traced(name: str) -> Trace:
+    """The trace of the workload ``name`` on this install (its ``run()`` under the tracer); for a
+    workload the install does not refuse. What the run raises propagates and is not kept."""
+    one_of(name, WORKLOADS, "name")
+    return trace(WORKLOADS[name].run)
