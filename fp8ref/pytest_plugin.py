@@ -4,10 +4,12 @@ test suite gets it by installing fp8ref, without the fp8ref checkout.
 - ``pytest --fp8-workload=pkg.module:function`` (repeatable): one test item per workload, which
   runs the function with no arguments under the tracer (``fp8ref.harness.trace``) and fails when
   an FP8 op it runs is not what the definition gives, naming the op and the line of the team's
-  code that called it. The module is imported with the folder pytest runs from first on
-  ``sys.path``, as ``python -m fp8ref trace`` imports it.
+  code that called it, or when none of its FP8 ops could be checked. It always runs: ``-m`` and
+  ``-k`` do not deselect a workload asked for by name. The module is imported with the folder
+  pytest runs from first on ``sys.path``, as ``python -m fp8ref trace`` imports it.
 - The ``fp8_trace`` fixture: ``fp8_trace(fn, *args, **kwargs)`` traces a call inside a team's own
-  test and fails the test on a violation; it returns the ``Trace`` (its records, summary, digest).
+  test and fails the test on a violation, or when nothing in it could be checked; it returns the
+  ``Trace`` (its records, summary, digest).
 
 This is the one module of fp8ref that imports pytest; nothing in fp8ref imports it. Loading it
 costs nothing: torch is imported only when a workload runs or the fixture is used.
@@ -20,11 +22,35 @@ from typing import Any
 
 import pytest
 
-__all__ = ["WorkloadItem", "FP8Violation"]
+__all__ = ["WorkloadItem", "FP8Violation", "FP8NothingChecked"]
 
 
 class FP8Violation(AssertionError):
     """A traced call ran FP8 ops the definition rejects."""
+
+
+class FP8NothingChecked(AssertionError):
+    """A traced call ran no FP8 op fp8ref could check: a pass would claim what was not checked."""
+
+
+def _nothing_checked_text(what: str, trace: Any) -> str:
+    if not trace.records:
+        return (
+            f"{what}: no op read or wrote a float8 dtype, so nothing was checked (not an FP8 program, FP8 "
+            "turned off by its configuration, or its FP8 ops inside a compiled region, which the tracer cannot see)"
+        )
+    return "\n".join(
+        [f"{what}: none of its {len(trace.records)} FP8 op call(s) could be checked:"]
+        + [f"  {line}" for line in trace.summary()]
+    )
+
+
+def _judge(what: str, trace: Any) -> None:
+    """Fails on a violation, and when nothing was checked."""
+    if trace.violations:
+        raise FP8Violation(_violations_text(what, trace))
+    if all(record.status == "unchecked" for record in trace.records):
+        raise FP8NothingChecked(_nothing_checked_text(what, trace))
 
 
 def _violations_text(what: str, trace: Any) -> str:
@@ -59,14 +85,13 @@ class WorkloadItem(pytest.Item):
 
         fn = load_target(self.target, self.config.invocation_params.dir)  # TargetError: one line
         result = trace(fn)
-        if result.violations:
-            raise FP8Violation(_violations_text(self.target, result))
+        _judge(self.target, result)
         self.user_properties.append(("fp8_ops", "; ".join(result.summary())))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         from fp8ref.harness.trace.target import TargetError
 
-        if isinstance(excinfo.value, FP8Violation):
+        if isinstance(excinfo.value, (FP8Violation, FP8NothingChecked)):
             return str(excinfo.value)
         if isinstance(excinfo.value, TargetError):  # the module or the function is not there
             return f"--fp8-workload: {excinfo.value}"
@@ -86,6 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
             )
 
 
+@pytest.hookimpl(trylast=True)  # (after -m and -k deselect: a workload asked for by name always runs)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     for target in config.getoption("--fp8-workload") or ():
         items.append(WorkloadItem.from_parent(session, name=f"fp8-workload[{target}]", target=target))
@@ -100,9 +126,7 @@ def fp8_trace() -> Iterator[Callable[..., Any]]:
 
     def traced(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         result = trace(fn, *args, **kwargs)
-        if result.violations:
-            name = getattr(fn, "__qualname__", repr(fn))
-            raise FP8Violation(_violations_text(name, result))
+        _judge(getattr(fn, "__qualname__", repr(fn)), result)
         return result
 
     yield traced

@@ -73,7 +73,8 @@ class _Beside:
         self._owners: set[str] = set()
         self._errors: dict[str, Exception] = {}  # module -> what its run_beside raised
         self._threads = 0  # torch's threads before the queue took a core (0: it has none)
-        self._shared: dict[str, list[str]] = {}  # a pytest_each job run in the shared one -> its argv
+        # a pytest_each job run in a shared interpreter -> (that interpreter's job, its own argv)
+        self._shared: dict[str, tuple[str, list[str]]] = {}
 
     def start(self, owner: str, module: ModuleType | None = None) -> None:
         """Queue ``owner``'s processes (once)."""
@@ -114,16 +115,19 @@ class _Beside:
         self, jobs: list[tuple[str, list[str], dict]]
     ) -> list[tuple[str, list[str], dict]]:
         """The ``pytest_each`` jobs of several modules as one: each pays seconds of imports, which
-        one interpreter pays once. Its runs that call ``python -m fp8ref`` go first (a fresh
-        interpreter's import noise lands in theirs, where the tests look for it)."""
+        one interpreter pays once. The run marked ``"first"`` goes first, then the others that call
+        ``python -m fp8ref`` (a fresh interpreter's import noise lands in the first, whose test
+        looks for it: tests/cpu/tools/test_cli_exit_codes.py), whatever order the modules came in."""
         each = [job for job in jobs if job[1][1:2] == [_PYTEST_EACH] and not job[2]]
         if len(each) < 2:
             return jobs
         runs = {f"{name}|{run}": spec for name, argv, _ in each for run, spec in json.loads(argv[-1]).items()}
-        ordered = dict(sorted(runs.items(), key=lambda item: not item[1].get("fp8ref")))  # (a stable sort)
+        first = sorted(runs, key=lambda run: (not runs[run].get("first"), not runs[run].get("fp8ref"), run))
+        shared = _SHARED if not self._shared else f"{_SHARED} ({len(self._shared)})"  # (a later batch's: its own)
         for name, argv, _ in each:
-            self._shared[name] = argv
-        return [job for job in jobs if job not in each] + [(_SHARED, runners.pytest_each(ordered), {})]
+            self._shared[name] = (shared, argv)
+        merged = runners.pytest_each({run: runs[run] for run in first})
+        return [job for job in jobs if job not in each] + [(shared, merged, {})]
 
     def result(self, owner: str, name: str, module: ModuleType | None = None) -> subprocess.CompletedProcess:
         self.start(owner, module)
@@ -131,12 +135,11 @@ class _Beside:
             pytest.fail(f"{owner}.run_beside raised {self._errors[owner]!r}")
         job = f"{owner}:{name}"
         if job in self._shared:  # its runs, read out of the shared interpreter's report
-            shared = self.queue.result(_SHARED)
+            shared_job, argv = self._shared[job]
+            shared = self.queue.result(shared_job)
             report = json.loads(shared.stdout.strip().splitlines()[-1]) if shared.returncode == 0 else {}
             mine = {k.split("|", 1)[1]: v for k, v in report.items() if k.split("|", 1)[0] == job}
-            done = subprocess.CompletedProcess(
-                self._shared[job], shared.returncode, json.dumps(mine) + "\n", shared.stderr
-            )
+            done = subprocess.CompletedProcess(argv, shared.returncode, json.dumps(mine) + "\n", shared.stderr)
         else:
             done = self.queue.result(job)
         self.restore_threads()

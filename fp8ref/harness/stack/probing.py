@@ -43,7 +43,10 @@ def keys_or_refusal(keys: list[str], probe: Callable[..., dict], device: str = "
     meets one (``refusals.observe``). An error of fp8ref's own propagates, and so does a device
     fault, which a CUDA ``device`` is synchronized for: see ``fp8ref.harness.stack.refusals``."""
     ok, result = observe(probe, device)
-    return result if ok and isinstance(result, dict) else {k: result for k in keys}
+    if ok and not isinstance(result, dict):  # (a probe that forgot its return: fp8ref's bug, not a value)
+        name = getattr(probe, "__name__", probe)
+        raise TypeError(f"probe {name!r}: expected a dict of keys, got {type(result).__name__}")
+    return result if isinstance(result, dict) else {k: result for k in keys}
 
 
 def digest(*tensors: torch.Tensor) -> str:

@@ -53,7 +53,8 @@ FLOAT8: dict[torch.dtype, FloatFormat] = {
 SCALED_GEMMS = ("_scaled_mm", "_scaled_grouped_mm", "_scaled_mm_v2", "_scaled_grouped_mm_v2")
 
 # conversions: which check depends on the source's and the output's dtypes
-_CONVERSIONS = ("_to_copy", "copy_", "copy")
+# (``to`` reaches a dispatch mode only below autograd, inside a custom op's body: a cast there too)
+_CONVERSIONS = ("_to_copy", "copy_", "copy", "to")
 
 # aten ops the op catalogue names otherwise (it lists Python functions, not their aten forms):
 # each only moves, aliases or gathers codes
@@ -122,10 +123,24 @@ def _decoded(t: torch.Tensor) -> torch.Tensor:
 
 
 # --- the kind of a call -------------------------------------------------------------------------------
+def _reinterpreted(name: str, args: tuple, kwargs: dict, out: Any) -> tuple[str, str]:
+    """A movement whose float8 output holds the bytes of a tensor that is not float8 (``view`` of
+    uint8 codes, or of E8M0 scales computed as integers, as float8): the codes were made outside
+    float8, by arithmetic no check here can judge; the same view on the uint8 view would compare
+    them with themselves."""
+    ins = {t.dtype for t in _tensors((args, kwargs))}
+    made = sorted(str(d).removeprefix("torch.") for d in ins if d not in FLOAT8)
+    if made and any(is_float8(t) for t in _tensors(out)) and not any(d in FLOAT8 for d in ins):
+        return "unchecked", f"float8 codes made outside float8 (the bytes of a {made[0]} tensor reinterpreted)"
+    return "movement", name
+
+
 def classify(func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[str, str]:
     """``(kind, name)``: the check the call is held to and the op's name in the kinds table, or
     ``("unchecked", why)``."""
     packet = func.overloadpacket.__name__
+    if func.namespace not in ("aten", "prims"):  # (its name may match an aten op's; its meaning need not)
+        return "unchecked", f"{func.namespace}::{packet}: an op of its own library, not aten's, and not seen through"
     if packet in SCALED_GEMMS:
         if packet == "_scaled_mm":
             return "scaled_mm", packet
@@ -157,9 +172,9 @@ def classify(func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[str, str]:
                 kind = SAMPLE_KIND[name](call, kind)
                 if kind == "unchecked":
                     return kind, f"{name} on these arguments is a reduction (native_op_kinds.SAMPLE_KIND)"
-            return kind, name
+            return _reinterpreted(name, args, kwargs, out) if kind == "movement" else (kind, name)
     if packet in _ATEN_MOVEMENT:
-        return "movement", packet
+        return _reinterpreted(packet, args, kwargs, out)
     return "unchecked", f"{packet}: no kind in fp8ref's op table (fp8ref/harness/native/native_op_kinds.py)"
 
 

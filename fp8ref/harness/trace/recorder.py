@@ -32,12 +32,21 @@ __all__ = ["TraceMode"]
 _HASH_DIGITS = 16
 
 
+def _bytes(codes: torch.Tensor) -> bytes:
+    """A contiguous uint8 tensor's bytes: through numpy where it is installed (``bytes`` of a
+    storage reads it element by element in Python, half a second for 100 kB)."""
+    try:
+        return codes.numpy().tobytes()
+    except (ImportError, RuntimeError):  # (torch without numpy: "Numpy is not available")
+        return bytes(codes.untyped_storage())
+
+
 def _info(t: torch.Tensor, digest: bool) -> TensorInfo:
     sha = ""
     if digest and t.layout == torch.strided and t.device.type != "meta":
         # (its own storage, exactly its bytes in logical order; any dtype viewed as bytes)
         codes = t.detach().contiguous().cpu().reshape(-1).clone().view(torch.uint8)
-        sha = hashlib.sha256(bytes(codes.untyped_storage())).hexdigest()[:_HASH_DIGITS]
+        sha = hashlib.sha256(_bytes(codes)).hexdigest()[:_HASH_DIGITS]
     return TensorInfo(str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()), str(t.device), sha)
 
 
@@ -45,10 +54,23 @@ def _tensors(tree: Any) -> list[torch.Tensor]:
     return [v for v in tree_flatten(tree)[0] if isinstance(v, torch.Tensor)]
 
 
+def _written(func: Any) -> set[str]:
+    """The names of the arguments the op writes to (its schema says which)."""
+    return {a.name for a in func._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+
+
+def _input_infos(func: Any, args: tuple, kwargs: dict) -> tuple[TensorInfo, ...]:
+    """Each input tensor's ``TensorInfo``, hashed but for those the op writes to: what such a
+    destination held before (``torch.empty``'s memory, an ``out=`` buffer) is no input to pin."""
+    written, names = _written(func), [a.name for a in func._schema.arguments]
+    named = [(names[i] if i < len(names) else "", v) for i, v in enumerate(args)] + list(kwargs.items())
+    return tuple(_info(t, name not in written) for name, v in named for t in _tensors(v))
+
+
 def _before(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The arguments as the op finds them: a copy of each tensor it writes to (its schema says
     which), taken before it runs."""
-    written = {a.name for a in func._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+    written = _written(func)
     if not written:
         return args, kwargs
 
@@ -105,7 +127,7 @@ class TraceMode(TorchDispatchMode):
             index=len(self.trace.records),
             op=str(func),
             site=call_site(),
-            inputs=tuple(_info(t, True) for t in _tensors(before)),
+            inputs=_input_infos(func, *before),
             outputs=tuple(_info(t, not uninitialized) for t in _tensors(out)),
         )
         record.kind, record.status, record.reason = verdict.kind, verdict.status, verdict.reason

@@ -126,8 +126,8 @@ WORKLOAD = Workload(
     expects={
         ("aten._to_copy.default", "cast"): 2,  # the cached weights
         # x and g of each layer and step, cast inside the op: below autograd, Tensor.to reaches the
-        # tracer as aten.to itself, judged as values (the exact value rounded once: a cast's rule)
-        ("aten.to.dtype", "values"): 2 * 2 * STEPS,
+        # tracer as aten.to itself, held to the codec as _to_copy is
+        ("aten.to.dtype", "cast"): 2 * 2 * STEPS,
         ("aten._scaled_mm.default", "scaled_mm"): 6 * STEPS,
         ("aten.copy_.default", "cast"): 2 * STEPS,  # the re-quantizations
     },

@@ -110,6 +110,9 @@ def clean():
     x = torch.linspace(-500, 500, 64).reshape(8, 8)
     torch.cat([x.to(torch.float8_e4m3fn).t(), x.to(torch.float8_e5m2).to(torch.float8_e4m3fn)])
 
+def nofp8():  # no float8 anywhere: nothing for fp8ref to check
+    return torch.ones(4) * 2
+
 def broken():  # a user's own CPU kernel for aten's mul: e4m3fn products rounded toward zero
     import warnings
 
@@ -160,9 +163,9 @@ def run_beside(folder):
     # one interpreter outside the checkout: python -m fp8ref trace, and a team's own suite, whose
     # fp8ref plugin comes with the installed package (its entry point), not from this conftest
     suite = ["-p", "no:randomly", "-p", "no:cacheprovider", "-rA", "-q", "test_fp8user.py"]
-    workloads = ["--fp8-workload=fp8user_prog:clean", "--fp8-workload=fp8user_prog:broken"]
-    runs = {
-        "suite": {"argv": [*suite, *workloads], "cwd": str(folder)},
+    workloads = [f"--fp8-workload=fp8user_prog:{name}" for name in ("clean", "broken", "nofp8")]
+    runs = {  # (-k test_ would deselect the workloads' items, named fp8-workload[...], were they not asked for)
+        "suite": {"argv": [*suite, "-k", "test_", *workloads], "cwd": str(folder)},
         "broken": {"argv": ["trace", "fp8user_prog:broken"], "cwd": str(folder), "fp8ref": True},
         "no function": {"argv": [*suite, "--fp8-workload=fp8user_prog"], "cwd": str(folder)},
         "no module": {"argv": [*suite, "--fp8-workload=fp8user_nowhere:step"], "cwd": str(folder)},
@@ -196,15 +199,18 @@ def test_the_command_exits_1_naming_the_op_and_the_users_line_on_a_violation(bes
 
 def test_the_pytest_plugin_traces_each_workload_and_serves_the_fixture_in_a_teams_own_suite(beside):
     """pytest run in a folder outside the checkout, with no conftest: --fp8-workload adds one item
-    per workload and fp8_trace is a fixture, both from the installed package's entry point."""
+    per workload, which -k does not deselect, and fp8_trace is a fixture, both from the installed
+    package's entry point. A workload with no float8 op fails: nothing was checked."""
     done = pytest_each_result(beside("user"), "suite")
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
     assert "PASSED ::fp8-workload[fp8user_prog:clean]" in out, out
     assert "FAILED ::fp8-workload[fp8user_prog:broken]" in out, out
+    assert "FAILED ::fp8-workload[fp8user_prog:nofp8]" in out, out
+    assert "fp8user_prog:nofp8: no op read or wrote a float8 dtype, so nothing was checked" in out, out
     assert "PASSED test_fp8user.py::test_a_clean_call_passes_and_returns_its_trace" in out, out
     assert "FAILED test_fp8user.py::test_a_violating_call_fails" in out, out
-    assert "2 failed, 2 passed" in out, out
+    assert "3 failed, 2 passed" in out and "deselected" not in out, out
     # each failure names the op and the user's line
     assert out.count(f"fp8user_prog.py:{_users_line()}:") >= 2 and "aten.mul.Tensor" in out, out
 

@@ -43,8 +43,8 @@ def test_the_workload_traces_clean(name, skip_if_refused):
     got = traced(name)  # (the trace the profile pins: one run of each workload per session)
     problem = check(workload, got)
     assert problem is None, problem
-    seen = {(r.op, r.kind) for r in got.records}
-    assert _must_run(name) <= seen, f"{name}: never ran {sorted(_must_run(name) - seen)}; ran {sorted(seen)}"
+    seen = {(r.op, r.kind) for r in got.records if r.status != "unchecked"}
+    assert _must_run(name) <= seen, f"{name}: never checked {sorted(_must_run(name) - seen)}; checked {sorted(seen)}"
     own = source_file(workload)
     assert own.endswith(os.path.join("fp8ref", "harness", "workloads", f"{workload.module.rpartition('.')[2]}.py"))
     assert {os.path.realpath(r.site.rpartition(":")[0]) for r in got.records} == {own}, {r.site for r in got.records}

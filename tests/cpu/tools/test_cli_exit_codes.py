@@ -186,10 +186,13 @@ def test_a_plot_that_fails_to_save_leaves_no_png(monkeypatch, tmp_path):
 def run_beside(folder):
     """``python -m fp8ref`` as CI scripts call it, run beside the tests (tests/plugins/beside.py):
     the two diffs (no torch) as processes of their own; the two calls that import torch, a whole
-    profile and a bad option, in one fresh interpreter (its file descriptors read as a process's)."""
+    profile and a bad option, in the interpreter the modules' pytest_each runs share, the profile
+    first of all (so its stderr holds the interpreter's imports; its file descriptors read as a
+    process's)."""
     files = diff_inputs(folder)
     torch_calls = {
-        "profile": {"argv": ["profile", "--out", str(folder / "profile.json")], "fp8ref": True},
+        # first in the interpreter it shares (tests/plugins/beside.py): the test of its stderr sees its imports
+        "profile": {"argv": ["profile", "--out", str(folder / "profile.json")], "fp8ref": True, "first": True},
         "bad option": {"argv": ["profile", "--device", "nope"], "fp8ref": True},
     }
     return {

@@ -1,0 +1,72 @@
+"""What the tracer judges a call as, where the op's name alone would mislead it: a float8 tensor
+made from another dtype's bytes, an op of another library named like an aten op, ``aten.to`` (a
+cast when it reaches the tracer below autograd), and a destination's old bytes (no input of the
+call: a pinned trace must repeat)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fp8ref.harness.stack.probing import keys_or_refusal
+from fp8ref.harness.trace import trace
+from fp8ref.harness.trace.op_checks import check_call
+
+E4M3 = torch.float8_e4m3fn
+
+
+def test_codes_made_from_another_dtypes_bytes_are_unchecked_not_passed():
+    got = trace(lambda: torch.full((4,), 0x7F, dtype=torch.uint8).view(E4M3))
+    (view,) = [r for r in got.records if r.op == "aten.view.dtype"]
+    assert view.status == "unchecked" and "made outside float8" in view.reason, view.line()
+    # float8 read as bytes, or as another float8 dtype, is movement and is compared bit for bit
+    back = trace(lambda: torch.ones(4).to(E4M3).view(torch.float8_e5m2).view(torch.uint8))
+    views = [r for r in back.records if r.op == "aten.view.dtype"]
+    assert [(r.kind, r.status) for r in views] == [("movement", "ok")] * 2, [r.line() for r in views]
+
+
+@pytest.fixture
+def own_library_mul():
+    """``fp8ref_kinds_test::mul``, a library op named like aten's mul, whose kernel is wrong."""
+    lib = torch.library.Library("fp8ref_kinds_test", "DEF")
+    lib.define("mul(Tensor a, Tensor b) -> Tensor")
+    lib.impl("mul", lambda a, b: a.clone(), "CPU")
+    yield torch.ops.fp8ref_kinds_test.mul
+    lib._destroy()
+
+
+def test_an_op_of_another_library_is_unchecked_whatever_its_name(own_library_mul):
+    a = torch.full((4,), 2.0).to(E4M3)
+    got = trace(own_library_mul, a, a)
+    (call,) = got.records
+    assert call.op == "fp8ref_kinds_test.mul.default" and call.status == "unchecked", call.line()
+    assert "not aten's" in call.reason and not got.violations
+
+
+def test_aten_to_into_float8_is_held_to_the_codec_as_a_cast():
+    """1.0625 + 2^-30 rounds to 1.125 once, to 1.0 through float32 (a tie there): torch's CPU cast
+    from float64 goes through float32, the rule its profile pins, so both ops pass and say so."""
+    x = torch.tensor([1.0625 + 2**-30], dtype=torch.float64)
+    for op in (torch.ops.aten.to.dtype, torch.ops.aten._to_copy.default):
+        out = op(x, dtype=E4M3) if op is torch.ops.aten._to_copy.default else op(x, E4M3)
+        args = (x,) if op is torch.ops.aten._to_copy.default else (x, E4M3)
+        kwargs = {"dtype": E4M3} if op is torch.ops.aten._to_copy.default else {}
+        verdict = check_call(op, args, kwargs, out)
+        assert (verdict.kind, verdict.status) == ("cast", "ok"), (op, verdict)
+        assert "through float32" in verdict.observed.values(), (op, verdict.observed)
+
+
+def test_a_destinations_old_bytes_are_not_pinned_so_the_trace_repeats():
+    def program() -> torch.Tensor:
+        out = torch.empty(64, dtype=E4M3)  # (whatever memory held)
+        return out.copy_(torch.linspace(-3, 3, 64))
+
+    first, again = trace(program), trace(program)
+    assert first.pinned() == again.pinned(), (first.pinned(), again.pinned())
+    (copy,) = [r for r in first.records if r.op == "aten.copy_.default"]
+    assert copy.inputs[0].sha256 == "" and copy.inputs[1].sha256 and copy.outputs[0].sha256, copy.pinned()
+
+
+def test_a_probe_that_returns_no_keys_is_fp8refs_error_not_a_value():
+    with pytest.raises(TypeError, match="expected a dict of keys, got NoneType"):
+        keys_or_refusal(["k"], lambda: None)
