@@ -1,0 +1,68 @@
+"""One case's result, the failures among them, a report with the install's versions in its header,
+and the team's own file of known failures (case name -> why)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["ClaimResult", "failures", "report", "read_known", "known_why"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ClaimResult:
+    """``case``: the named case; ``problem``: None when the function gave what the definition
+    gives, else the first difference in words; ``known``: the team's why, when it named this case
+    as a known failure (the result then does not fail, and says so)."""
+
+    claim: str
+    case: str
+    problem: str | None = None
+    known: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.problem is not None and self.known is None
+
+    def line(self) -> str:
+        if self.problem is None:
+            return f"passed  {self.claim}: {self.case}"
+        if self.known is not None:
+            return f"known   {self.claim}: {self.case}: {self.problem} (known: {self.known})"
+        return f"FAILED  {self.claim}: {self.case}: {self.problem}"
+
+
+def failures(results: list[ClaimResult]) -> list[ClaimResult]:
+    """The results that fail: a problem the team did not name as known."""
+    return [r for r in results if r.failed]
+
+
+def report(results: list[ClaimResult]) -> str:
+    """The results, one line each, under a header naming the install (torch, torchao, ...) and the
+    counts."""
+    from ..stack.install import versions
+
+    v = versions()
+    head = ", ".join(f"{k} {v[k]}" for k in ("torch", "torchao", "ml_dtypes") if v.get(k))
+    bad = len(failures(results))
+    known = sum(r.problem is not None and r.known is not None for r in results)
+    lines = [f"fp8ref claims on {head}: {len(results)} cases, {bad} failed, {known} known failures"]
+    return "\n".join(lines + [r.line() for r in results])
+
+
+def read_known(path: str | Path) -> dict[str, str]:
+    """A team's known failures: a JSON object of case name -> why (a non-empty string)."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"known: cannot read {path} as JSON ({exc})") from exc
+    bad = [k for k, v in data.items() if not (isinstance(v, str) and v.strip())] if isinstance(data, dict) else None
+    if bad is None or bad:
+        raise ValueError(f"known: {path}: expected a JSON object of case name -> why (a non-empty string); bad: {bad}")
+    return data
+
+
+def known_why(known: Mapping[str, str] | None, case: str) -> str | None:
+    return None if known is None else known.get(case)

@@ -1,0 +1,136 @@
+"""A team's own FP8 functions through the claims adapter (``fp8ref.harness.claims``): correct
+stand-ins of a team's quantize kernel (torchao's convention and TransformerEngine's, tensorwise
+and rowwise, written with torch's own cast, which tests/cpu/install holds to the codec) and of a
+TE-style delayed-scaling update pass every case; known failures, the report and bad arguments.
+Wrong kernels caught, naming the case: tests/meta/test_claim_faults.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from fp8ref.harness.claims import (
+    CastClaim,
+    DelayedScalingClaim,
+    check_cast_claim,
+    check_delayed_scaling_claim,
+    failures,
+    read_known,
+    report,
+)
+
+pytestmark = pytest.mark.cpu
+
+DTYPES = {"e4m3fn": torch.float8_e4m3fn, "e5m2": torch.float8_e5m2}
+MAX = {"e4m3fn": 448.0, "e5m2": 57344.0}
+
+
+def team_quantize(fmt: str = "e4m3fn", rowwise: bool = False, scale_inv: bool = False) -> Callable[..., Any]:
+    """A team's kernel as many write it: amax in float64, torchao's formula, multiply, clamp, cast."""
+
+    def quantize(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        amax = (x.abs().amax(dim=1, keepdim=True) if rowwise else x.abs().amax()).double().clamp(min=1e-12)
+        scale = (MAX[fmt] / amax).float()
+        codes = (x * scale).clamp(-MAX[fmt], MAX[fmt]).to(DTYPES[fmt])
+        return codes, ((1.0 / scale.double()).float() if scale_inv else scale)
+
+    return quantize
+
+
+class TeamDelayedScaling:
+    """A team's TE-style update: record, then scale from the history's max (TE's float32 steps)."""
+
+    def __init__(self, history_len: int = 16, fp8_max: float = 448.0) -> None:
+        self.history = torch.zeros(history_len)
+        self.scale = torch.tensor(1.0)
+        self.fp8_max = fp8_max
+
+    def update(self, amax: torch.Tensor) -> torch.Tensor:
+        self.history = torch.roll(self.history, 1)
+        self.history[0] = amax
+        top = self.history.max()
+        if torch.isfinite(top) and top > 0:
+            self.scale = top.reciprocal() * self.fp8_max
+        return self.scale
+
+
+@pytest.mark.parametrize(
+    "claim, fn",
+    [
+        (CastClaim(), team_quantize()),
+        (CastClaim("e5m2"), team_quantize("e5m2")),
+        (CastClaim(granularity="rowwise"), team_quantize(rowwise=True)),
+        (CastClaim(convention="scale_inv"), team_quantize(scale_inv=True)),
+    ],
+    ids=["tensorwise", "e5m2", "rowwise", "scale_inv"],
+)
+def test_a_correct_quantize_kernel_passes_every_case(claim, fn):
+    results = check_cast_claim(fn, claim)
+    assert len(results) == 8 and not failures(results), report(results)
+
+
+def test_a_correct_delayed_scaling_update_passes_every_case():
+    results = check_delayed_scaling_claim(TeamDelayedScaling, DelayedScalingClaim())
+    assert len(results) == 6 and not failures(results), report(results)
+
+
+def test_the_claim_matters_a_rowwise_kernel_is_not_a_tensorwise_one():
+    results = check_cast_claim(team_quantize(rowwise=True), CastClaim())
+    assert failures(results) and all("scale: expected 1 value(s) (tensorwise)" in r.problem for r in failures(results))
+
+
+def test_a_known_failure_is_reported_with_its_why_and_does_not_fail(tmp_path):
+    def f16(x):
+        codes, scale = team_quantize()(x)
+        return (x * scale).clamp(-448, 448).to(torch.float16).to(torch.float8_e4m3fn), scale
+
+    failed = {r.case for r in failures(check_cast_claim(f16, CastClaim()))}
+    path = tmp_path / "known.json"
+    path.write_text(json.dumps({case: "our kernel rounds through float16 (ticket 12)" for case in failed}))
+    results = check_cast_claim(f16, CastClaim(), known=read_known(path))
+    assert failed and not failures(results)
+    text = report(results)
+    assert text.startswith(f"fp8ref claims on torch {torch.__version__}") and f"{len(failed)} known failures" in text
+    assert text.count("(known: our kernel rounds through float16 (ticket 12))") == len(failed)
+
+
+def test_a_kernel_that_raises_is_a_failure_naming_the_error():
+    def broken(x):
+        raise RuntimeError("CUDA kernel not built")
+
+    results = check_cast_claim(broken, CastClaim())
+    assert len(failures(results)) == 8
+    assert all(r.problem == "the function raised RuntimeError: CUDA kernel not built" for r in results)
+
+
+@pytest.mark.parametrize(
+    "make, words",
+    [
+        (lambda: CastClaim(fmt="e4m3"), "fmt: expected one of"),
+        (lambda: CastClaim(granularity="blockwise"), "granularity: expected one of"),
+        (lambda: CastClaim(convention="inverse"), "convention: expected one of"),
+        (lambda: DelayedScalingClaim(history_len=0), "history_len: expected a positive int"),
+        (lambda: check_cast_claim("quantize", CastClaim()), "fn: expected the quantize function"),  # type: ignore[arg-type]
+        (lambda: check_cast_claim(team_quantize(), "tensorwise"), "claim: expected a CastClaim"),  # type: ignore[arg-type]
+        (
+            lambda: check_delayed_scaling_claim(TeamDelayedScaling, CastClaim()),  # type: ignore[arg-type]
+            "claim: expected a DelayedScalingClaim",
+        ),
+    ],
+)
+def test_bad_arguments_are_clear_errors_naming_them(make, words):
+    with pytest.raises((TypeError, ValueError), match=words):
+        make()
+
+
+def test_a_known_failures_file_that_is_not_one_is_a_clear_error(tmp_path):
+    path = tmp_path / "known.json"
+    path.write_text(json.dumps({"a case": ""}))
+    with pytest.raises(ValueError, match="expected a JSON object of case name -> why"):
+        read_known(path)
+    with pytest.raises(ValueError, match="cannot read"):
+        read_known(tmp_path / "none.json")
