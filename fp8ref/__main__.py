@@ -100,6 +100,7 @@ def _cmd_diff(args: argparse.Namespace) -> int:
         ProfileError,
         accepted_differences_file,
         diff,
+        first_divergence,
         not_compared,
         read_accepted,
         same_value,
@@ -141,6 +142,9 @@ def _cmd_diff(args: argparse.Namespace) -> int:
     for k, x, y in rows:
         mark = "  (accepted)" if (k, x, y) not in open_rows else ""
         print(f"{k.ljust(width)}  {x!r} -> {y!r}{mark}")
+        where = first_divergence(k, a, b)
+        if where:
+            print(f"{''.ljust(width)}  first divergence: {where}")
     total = len(set(a["behaviour"]) | set(b["behaviour"]))
     done = f"; {len(rows) - len(open_rows)} accepted ({accepted[1]})" if accepted and len(open_rows) < len(rows) else ""
     print(f"{len(rows)} of {total} keys differ{done}")
@@ -353,8 +357,11 @@ def _cmd_trace(args: argparse.Namespace) -> int:
             raise  # (fp8ref's own: a bug, exit 3)
         traceback.print_exc()  # (the user's function failed: its traceback is theirs to read)
         raise UsageError(f"target {args.target!r} raised {type(exc).__name__}: {exc}") from exc
-    args.exit_code = 1 if result.violations else 0
+    checked = sum(record.status != "unchecked" for record in result.records)
+    args.exit_code = 1 if result.violations or not checked else 0
     print(f"{args.target}: {len(result.records)} FP8 op call(s), {len(result.violations)} violation(s)")
+    if not checked:  # (a pass would claim what was not checked)
+        print(f"{args.target}: nothing was checked (no FP8 op call the tracer judges)")
     for line in result.summary():
         print(f"  {line}")
     if args.all:
@@ -508,7 +515,8 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser(
         "trace",
-        help="run a function under the tracer: its FP8 ops, each checked against the definition; exit 1 on a violation",
+        help="run a function under the tracer: its FP8 ops, each checked against the definition; exit 1 on a "
+        "violation or when nothing was checked",
     )
     p.add_argument("target", help="pkg.module:function, imported as python -m imports (the current folder first)")
     p.add_argument("--all", action="store_true", help="also print every recorded call, in order")

@@ -103,14 +103,16 @@ def test_the_upgrade_report_locates_the_fault_at_the_first_call_that_diverges(sk
     assert change["key"] == "workload.static_custom_op" and change["severity"] == "numerics", change
     line = _requantize_line().rpartition("/")[2]
     first = next(r for r in faulty.records if r.op == "aten.copy_.default" and r.site.endswith(line))
-    assert change["divergence"] == (
-        f"call #{first.index} aten.copy_.default (cast) at {line}: its output changed on inputs with the same bytes: "
-        "this op computes something else now"
-    ), change["divergence"]
+    said = change["divergence"] or ""
+    assert said.startswith(f"call #{first.index} (the {first.index + 1}"), said
+    assert said.endswith(
+        f"FP8 call) aten.copy_.default (cast) at fp8ref/harness/workloads/{line}: its output changed on inputs "
+        "with the same bytes: this op computes something else now"
+    ), said
     # every call before it computed the same bytes: the report names the first, not a later echo
     assert clean.pinned()[: first.index] == faulty.pinned()[: first.index]
     assert clean.pinned()[first.index] != faulty.pinned()[first.index]
-    assert f"first divergence: call #{first.index} aten.copy_.default" in render_markdown(report)
+    assert f"- `workload.static_custom_op`: call #{first.index} (the" in render_markdown(report)
 
 
 def test_a_one_shot_cast_and_a_fresh_buffer_do_not_reach_it():

@@ -233,6 +233,7 @@ def render_markdown(report: dict, level: int = 3) -> str:
 
         out += ["| severity | key | A | B | what it means | for training |", "| --- | --- | --- | --- | --- | --- |"]
         explained: dict[str, str] = {}
+        diverged: dict[str, str] = {}
         for r in rows:
             meaning = once(r["meaning"])
             training = once(r["consequence"])
@@ -240,10 +241,13 @@ def render_markdown(report: dict, level: int = 3) -> str:
                 training = f"**{_prose(r['direction'])}**. {training}"
             explained |= r.get("deviations", {})
             if r.get("divergence"):
-                training = f"first divergence: {_prose(r['divergence'])}. {training}"
+                diverged[r["key"]] = r["divergence"]
             out.append(
                 f"| {_severity_cell(r)} | `{r['key']}` | {_cell(r['a'])} | {_cell(r['b'])} | {meaning} | {training} |"
             )
+        if diverged:
+            out += ["", "Where each traced program first diverges:"]
+            out += [f"- `{k}`: {_prose(v)}" for k, v in sorted(diverged.items())]
         if explained:
             out += ["", "Named deviations in these values:"]
             out += [f"- `{k}`: {_prose(v)}" for k, v in sorted(explained.items())]

@@ -57,6 +57,13 @@ def _which(a: tuple[str, ...], b: tuple[str, ...]) -> str:
     return "outputs " + ", ".join(str(i) for i, (x, y) in enumerate(zip(a, b)) if x != y)
 
 
+def _nth(i: int) -> str:
+    """``call #8 (the 9th FP8 call)``: the trace's index counts from 0."""
+    n = i + 1
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"call #{i} (the {n}{suffix} FP8 call)"
+
+
 def first_divergence(a: list[str], b: list[str]) -> str | None:
     """Where the run pinned as ``a`` and the run ``b`` first part, in words; None when every call
     made the same op on the same tensors with the same bytes out (call sites aside).
@@ -69,16 +76,16 @@ def first_divergence(a: list[str], b: list[str]) -> str | None:
     calls_a, calls_b = [parse(x) for x in a], [parse(y) for y in b]
     for i, (x, y) in enumerate(zip(calls_a, calls_b)):
         if not x.same_call(y):
-            return f"call #{i}: the program took another path: pinned {x.words()}, now {y.words()}"
+            return f"{_nth(i)}: the program took another path: pinned {x.words()}, now {y.words()}"
         if x.outputs == y.outputs:
             continue
         if x.inputs == y.inputs:
             return (
-                f"call #{i} {y.words()}: {_which(x.outputs, y.outputs)} changed on inputs with the same bytes: "
+                f"{_nth(i)} {y.words()}: {_which(x.outputs, y.outputs)} changed on inputs with the same bytes: "
                 "this op computes something else now"
             )
         return (
-            f"call #{i} {y.words()}: its output changed, but so did its inputs, before any recorded output did: "
+            f"{_nth(i)} {y.words()}: its output changed, but so did its inputs, before any recorded output did: "
             "an op the trace does not record (no float8 tensor in or out) computes something else now"
         )
     if len(calls_a) != len(calls_b):

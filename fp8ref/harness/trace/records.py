@@ -11,9 +11,23 @@ import os
 from collections import Counter
 from typing import Any
 
-__all__ = ["TensorInfo", "Difference", "Record", "Trace", "STATUSES"]
+__all__ = ["TensorInfo", "Difference", "Record", "Trace", "STATUSES", "package_path"]
 
 STATUSES = ("ok", "violation", "unchecked")
+
+
+def package_path(site: str) -> str:
+    """``file:line`` with the file as its path from its top package's folder
+    (``fp8ref/harness/workloads/float8_linear.py:31``; a module outside a package, its name), so
+    the same code gives the same words on every machine."""
+    path, colon, line = site.rpartition(":")
+    if not colon or not path:
+        return site
+    folder, parts = os.path.dirname(path), [os.path.basename(path)]
+    while folder and os.path.isfile(os.path.join(folder, "__init__.py")):
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    return "/".join(parts) + f":{line}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,11 +106,12 @@ class Record:
 
     def pinned(self) -> str:
         """The call as a profile keeps it: ``op kind | inputs | outputs | file:line``, each tensor a
-        ``TensorInfo.token`` with the SHA-256 of its bytes, the call site by its file's name only
-        (the folder differs between machines). ``divergence.first_divergence`` reads it back."""
+        ``TensorInfo.token`` with the SHA-256 of its bytes, the call site by its file's path inside
+        its package (``package_path``: the folder above differs between machines).
+        ``divergence.first_divergence`` reads it back."""
         ins = " ".join(t.token() for t in self.inputs) or "-"
         outs = " ".join(t.token() for t in self.outputs) or "-"
-        return f"{self.op} {self.kind} | {ins} | {outs} | {os.path.basename(self.site)}"
+        return f"{self.op} {self.kind} | {ins} | {outs} | {package_path(self.site)}"
 
     def report(self) -> str:
         """A violation as a person needs it: the op, where the user's code called it, the

@@ -246,3 +246,14 @@ def test_a_bad_target_is_a_usage_error_naming_it(target, words, tmp_path, monkey
     assert main(["trace", target]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith(f"error: target {target!r}: ") and words in err[-1], err
+
+
+def test_the_command_exits_1_when_nothing_was_checked(tmp_path, monkeypatch, capsys):
+    """A function with no float8 op passes nothing: exit 1, saying so (as --fp8-workload fails)."""
+    (tmp_path / "fp8user_prog.py").write_text(textwrap.dedent(_USER_FILE))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "fp8user_prog", raising=False)
+    assert main(["trace", "fp8user_prog:nofp8"]) == 1
+    out = capsys.readouterr().out
+    assert "fp8user_prog:nofp8: 0 FP8 op call(s), 0 violation(s)" in out and "nothing was checked" in out, out

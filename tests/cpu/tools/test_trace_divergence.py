@@ -35,21 +35,22 @@ def test_the_same_run_does_not_part_even_when_its_lines_moved():
 def test_an_output_changed_on_the_same_inputs_names_that_call_and_its_line():
     now = [CAST_X, _changed(CAST_W, "#d00d", "#dead"), _changed(MM, "#d00d", "#dead").replace("#eeee", "#ffff")]
     said = first(RUN, now)
-    assert said is not None and said.startswith("call #1 aten._to_copy.default (cast) at step.py:11: its output")
+    assert said is not None
+    assert said.startswith("call #1 (the 2nd FP8 call) aten._to_copy.default (cast) at step.py:11: its output")
     assert "inputs with the same bytes" in said
 
 
 def test_inputs_that_changed_first_blame_an_op_the_trace_does_not_record():
     now = [_changed(CAST_X, X, X.replace("#aaaa", "#abab")).replace("#c0de", "#c1de"), CAST_W, MM]
     said = first(RUN, now)
-    assert said is not None and said.startswith("call #0 aten._to_copy.default")
+    assert said is not None and said.startswith("call #0 (the 1st FP8 call) aten._to_copy.default")
     assert "so did its inputs" in said and "does not record" in said
 
 
 def test_another_op_or_another_layout_is_another_path():
     transposed = _changed(CAST_W, "(8,1)#bbbb", "(1,8)#bbbb")
     said = first(RUN, [CAST_X, transposed, MM])
-    assert said is not None and said.startswith("call #1: the program took another path")
+    assert said is not None and said.startswith("call #1 (the 2nd FP8 call): the program took another path")
     assert first(RUN, RUN[:2]) == "the first 2 calls agree; pinned 3 calls, now 2"
 
 
@@ -79,7 +80,9 @@ def test_the_diff_line_and_the_upgrade_report_carry_the_first_divergence():
     (change,) = build(a, b)["changes"]
     assert change["divergence"] == first(RUN, now)
     report = build(a, b)
-    assert "first divergence: call #1 aten._to_copy.default (cast) at step.py:11" in render_markdown(report)
+    markdown = render_markdown(report)
+    assert "Where each traced program first diverges:" in markdown
+    assert "- `workload.mine`: call #1 (the 2nd FP8 call) aten._to_copy.default (cast) at step.py:11" in markdown
     assert "first divergence: call #1" in render_summary(report)
 
 
@@ -90,3 +93,30 @@ def test_no_trace_on_either_side_means_no_divergence_and_a_broken_one_is_named()
     broken = _profile("y", ["not a line"])
     said = first_divergence("workload.mine", a, broken)
     assert said is not None and said.startswith("cannot compare the traces: not a pinned trace line")
+
+
+def test_a_call_site_is_kept_as_its_path_inside_its_package(tmp_path):
+    from fp8ref.harness.trace.records import package_path
+
+    pkg = tmp_path / "team" / "train"
+    pkg.mkdir(parents=True)
+    (tmp_path / "team" / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    assert package_path(f"{pkg / 'step.py'}:12") == "team/train/step.py:12"
+    assert package_path(f"{tmp_path / 'mystep.py'}:3") == "mystep.py:3"
+    assert package_path("<string>:4") == "<string>:4"
+
+
+def test_the_text_diff_prints_the_first_divergence_under_its_key(tmp_path, capsys):
+    from fp8ref.__main__ import main
+    from fp8ref.harness.profiles.profile_file import save
+
+    now = [CAST_X, _changed(CAST_W, "#d00d", "#dead"), MM]
+    a, b = _profile("3 calls, digest 1", RUN), _profile("3 calls, digest 2", now)
+    for p in (a, b):
+        p["fp8ref_profile"] = 1
+    save(a, tmp_path / "a.json")
+    save(b, tmp_path / "b.json")
+    assert main(["diff", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 1
+    out = capsys.readouterr().out
+    assert f"first divergence: {first(RUN, now)}" in out, out
