@@ -33,7 +33,7 @@ def test_every_op_that_runs_on_float8_here_has_a_check_or_a_reason(matrix, cpu_m
     record_section(
         f"native float8 ops on {gpu_device} ({install.versions_line()})",
         [
-            *noc.account(matrix),
+            *noc.account(matrix, native_ops.judgements(gpu_device)),
             f"  run on {gpu_device} and not on the CPU: {len(only)}" + (f" ({', '.join(only)})" if only else ""),
         ],
     )

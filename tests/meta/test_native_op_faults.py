@@ -1,5 +1,9 @@
-"""Native float8 ops: a cat that rewrites NaN payloads, an index_select that loses -0's sign, a
-fill that rounds toward zero, an FNUZ fill that writes -0.0 as the NaN code 0x80, an abs that
+"""Native float8 ops: a cat that rewrites NaN payloads, a cat that reads a transposed or stepped
+input in memory order (only the layouts reach it: torch's samples are contiguous), a mul of two
+same-shape tensors rounded toward zero (only the catalogue's later samples reach it: its first
+ones broadcast against a 0-d tensor, which the CPU refuses), a copy_ that writes a transposed
+destination in memory order or stores one element past a strided one, an index_select that loses
+-0's sign, a fill that rounds toward zero, an FNUZ fill that writes -0.0 as the NaN code 0x80, an abs that
 keeps every sign, an eq that says NaN == NaN, an isnan that misses the negative NaN; each through
 the checks tests/cpu/install/test_native_ops.py runs (a stand-in of torch's OpInfo with its op
 replaced, or a stand-in write path). And Python scalars in float8 arithmetic
@@ -16,7 +20,7 @@ import pytest
 import torch
 
 from fp8ref.harness.native import native_ops
-from fp8ref.harness.native.native_checks import check_op, check_written
+from fp8ref.harness.native.native_checks import check_copy, check_op, check_written
 from fp8ref.harness.native.scalar_ops import check_scalar_op
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E4M3FNUZ, FloatFormat
@@ -54,8 +58,27 @@ def _isnan_misses_negative_nan(x):
     return torch.isnan(x) & (_codes(x).view(x.shape) != 0xFF)
 
 
+def _in_memory_order(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s storage read as if ``t`` were contiguous: what a kernel that ignores strides sees."""
+    strides = [1] * t.dim()
+    for i in range(t.dim() - 2, -1, -1):
+        strides[i] = strides[i + 1] * t.shape[i + 1]
+    return t.as_strided(t.shape, strides, t.storage_offset())
+
+
+def _cat_ignores_strides(tensors, *args, **kwargs):
+    return torch.cat([_in_memory_order(t) for t in tensors], *args, **kwargs)
+
+
+def _mul_toward_zero_tensors(a, b):
+    exact = _values(a, E4M3FN) * _values(b, E4M3FN)  # (two codes' product: exact in float64)
+    return _into(exact, "rtz").view(torch.broadcast_shapes(a.shape, b.shape))
+
+
 OP_FAULTS = {
     "cat rewrites NaN payloads": ("cat", _nan_payloads_rewritten),
+    "cat reads a transposed or stepped input in memory order": ("cat", _cat_ignores_strides),
+    "mul of two same-shape tensors rounds toward zero": ("mul", _mul_toward_zero_tensors),
     "index_select loses the sign of -0": ("index_select", _negative_zero_lost),
     "abs keeps every sign": ("abs", _abs_keeps_every_sign),
     "eq says NaN == NaN": ("eq", _eq_nan_equals_nan),
@@ -120,7 +143,28 @@ SCALAR_FAULTS = {
     "t == nan is True for NaN codes": ("eq", _eq_nan_equals_nan_scalar),
     "t * s gives bfloat16": ("mul", _mul_in_bfloat16),
 }
-FAULTS = [*OP_FAULTS, *WRITE_FAULTS, *SCALAR_FAULTS]
+
+
+def _copy_writes_in_memory_order(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    return _in_memory_order(dst).copy_(src)
+
+
+def _copy_overruns_by_one(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """A right copy, then one more element stored just past the destination's last one (a vector
+    store that overruns a sliced or stepped view into the gap after it)."""
+    dst.copy_(src)
+    last = dst.storage_offset() + sum((n - 1) * st for n, st in zip(dst.shape, dst.stride()))
+    storage = dst.as_strided((dst.untyped_storage().nbytes() // dst.element_size(),), (1,), 0)
+    if last + 1 < storage.numel():
+        storage[last + 1 : last + 2] = dst.reshape(-1)[-1:]
+    return dst
+
+
+COPY_FAULTS = {
+    "copy_ writes a transposed destination in memory order": _copy_writes_in_memory_order,
+    "copy_ stores one element past a strided destination's last": _copy_overruns_by_one,
+}
+FAULTS = [*OP_FAULTS, *WRITE_FAULTS, *SCALAR_FAULTS, *COPY_FAULTS]
 
 
 def _on_float8_only(broken, real):
@@ -141,6 +185,8 @@ def _on_float8_only(broken, real):
 
 
 def native_op_fault_caught(fault: str) -> bool:
+    if fault in COPY_FAULTS:
+        return bool(check_copy(E4M3FN, copy=COPY_FAULTS[fault])[0])
     if fault in SCALAR_FAULTS:
         name, fn = SCALAR_FAULTS[fault]
         return bool(check_scalar_op(name, E4M3FN, fn=fn).problems)
@@ -158,6 +204,7 @@ def test_the_checks_pass_torchs_own_ops():
     assert native_ops.catalogue_refusal() is None
     for name, _ in OP_FAULTS.values():
         assert check_op(name, E4M3FN).problems == [], name
+    assert check_copy(E4M3FN)[0] == []
 
 
 def test_the_scalar_check_passes_the_definitions_own_answers():

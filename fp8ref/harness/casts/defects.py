@@ -55,6 +55,11 @@ _SEVERITY = {
         "medium",
         "a NaN E8M0 scale counts as finite: a check for non-finite scales (delayed scaling's guard) misses it",
     ),
+    "count_nonzero_e8m0_smallest": (
+        "low",
+        "counting nonzero E8M0 scales misses blocks whose scale is 2^-127: a statistic, not a value training "
+        "computes with",
+    ),
     "scale_through_reciprocal": (
         "low",
         "a block scale one float32 ulp off the correctly rounded 448 / amax for some blocks: codes can differ "

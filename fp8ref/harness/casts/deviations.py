@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -206,7 +207,9 @@ class NativeOpDeviation:
     formats: tuple[str, ...]
     what: str
     seen: str
-    answer: Callable[[torch.Tensor, list[torch.Tensor], FloatFormat], torch.Tensor]
+    # (output, the input codes, the format, the op's output on the uint8 view when asked) -> the
+    # elements where the output is the deviating answer
+    answer: Callable[[torch.Tensor, list[torch.Tensor], FloatFormat, Callable[[], Any] | None], torch.Tensor]
 
 
 def _input_code(codes_in: list[torch.Tensor], out: torch.Tensor) -> torch.Tensor | None:
@@ -217,7 +220,7 @@ def _input_code(codes_in: list[torch.Tensor], out: torch.Tensor) -> torch.Tensor
 
 
 def _abs_keeps_the_sign_of_negative_zero(
-    out: torch.Tensor, codes_in: list[torch.Tensor], fmt: FloatFormat
+    out: torch.Tensor, codes_in: list[torch.Tensor], fmt: FloatFormat, on_codes: Callable[[], Any] | None = None
 ) -> torch.Tensor:
     code = _input_code(codes_in, out)
     if code is None or out.dtype != fmt.torch_dtype():
@@ -225,11 +228,23 @@ def _abs_keeps_the_sign_of_negative_zero(
     return (code == 0x80) & (out.contiguous().view(torch.uint8) == 0x80)
 
 
-def _isfinite_of_the_e8m0_nan(out: torch.Tensor, codes_in: list[torch.Tensor], fmt: FloatFormat) -> torch.Tensor:
+def _isfinite_of_the_e8m0_nan(
+    out: torch.Tensor, codes_in: list[torch.Tensor], fmt: FloatFormat, on_codes: Callable[[], Any] | None = None
+) -> torch.Tensor:
     code = _input_code(codes_in, out)
     if code is None or out.dtype != torch.bool:
         return torch.zeros(out.shape, dtype=torch.bool)
     return (code == 0xFF) & out
+
+
+def _counts_the_bytes(
+    out: torch.Tensor, codes_in: list[torch.Tensor], fmt: FloatFormat, on_codes: Callable[[], Any] | None = None
+) -> torch.Tensor:
+    """Where ``out`` is the count of nonzero *bytes* (the op on the uint8 view), not of nonzero values."""
+    bytes_count = on_codes() if on_codes is not None else None
+    if bytes_count is None or bytes_count.shape != out.shape or out.dtype.is_floating_point:
+        return torch.zeros(out.shape, dtype=torch.bool)
+    return out.cpu() == bytes_count
 
 
 NATIVE_OP_DEVIATIONS: tuple[NativeOpDeviation, ...] = (
@@ -250,6 +265,15 @@ NATIVE_OP_DEVIATIONS: tuple[NativeOpDeviation, ...] = (
         what="isfinite is True for E8M0's NaN code 0xFF; the definition (0xFF is NaN) gives False",
         seen="torch 2.9.1, 2.13.0 and 2.14.1 on the CPU, every tensor size; torch 2.15.0 gives False",
         answer=_isfinite_of_the_e8m0_nan,
+    ),
+    NativeOpDeviation(
+        key="count_nonzero_e8m0_smallest",
+        op="count_nonzero",
+        formats=("e8m0fnu",),
+        what="count_nonzero does not count E8M0's code 0x00, which is 2^-127 (E8M0 has no zero): it counts the "
+        "nonzero bytes, where the definition counts every code",
+        seen="torch 2.9.1, 2.13.0 and 2.15.0 on the CPU (where count_nonzero runs: a 0-d tensor, or with a dim)",
+        answer=_counts_the_bytes,
     ),
 )
 

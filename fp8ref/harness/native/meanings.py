@@ -45,8 +45,9 @@ MEANINGS: tuple[KeyMeaning, ...] = (
     _M(
         "native.**",
         "native float8 ops",
-        "on which float8 dtypes torch's {1} runs its catalogued samples ('all run', or per dtype; 'partial': "
-        "runs some, refuses others); an op refused on every float8 dtype has no key",
+        "on which float8 dtypes torch's {1} runs its first 16 catalogued samples, and each other memory layout "
+        "where it is checked ('all run', or per dtype; 'partial': runs some samples or layouts, refuses others); "
+        "an op refused on every float8 dtype has no key",
         "a kernel added (the key appears: a path that now runs, checked by tests/cpu/install/test_native_ops.py) "
         "or removed (the key goes: a path that stops with an error, e.g. FSDP's or a checkpoint loader's copy "
         "of float8 weights)",

@@ -29,10 +29,11 @@ from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
 from ..casts.deviations import NATIVE_OP_DEVIATIONS
 from ..stack.refusals import first_words, survey
+from .layouts import LAYOUTS, place
 from .native_op_kinds import KIND, SAMPLE_KIND
-from .native_ops import Sample, catalogue, quiet, samples
+from .native_ops import Sample, _order_run, catalogue, judged_samples, quiet
 
-__all__ = ["OpCheck", "check_op", "check_sample", "WRITE_PATHS", "check_written"]
+__all__ = ["OpCheck", "check_op", "check_sample", "WRITE_PATHS", "check_written", "check_copy"]
 
 _SHOWN = 4  # differing elements shown per problem
 
@@ -62,20 +63,21 @@ def _bytes_of(t: torch.Tensor) -> torch.Tensor:
     return t.contiguous().view(torch.uint8) if t.element_size() == 1 else t
 
 
-def _movement(got: Any, ref: Any, where: str) -> str | None:
+def _movement(got: Any, ref: Any, where: str, ref_name: str = "the uint8 view's") -> str | None:
     if not isinstance(got, torch.Tensor) or not isinstance(ref, torch.Tensor):
-        return None if got == ref else f"{where}: {got!r}, the uint8 view gives {ref!r}"
+        gives = ref_name.removesuffix("'s")
+        return None if got == ref else f"{where}: {got!r}, {gives} gives {ref!r}"
     if got.shape != ref.shape:
-        return f"{where}: shape {tuple(got.shape)}, the uint8 view's {tuple(ref.shape)}"
+        return f"{where}: shape {tuple(got.shape)}, {ref_name} {tuple(ref.shape)}"
     a, b = _bytes_of(got.cpu()), _bytes_of(ref.cpu())
     if a.dtype != b.dtype:
-        return f"{where}: dtype {got.dtype}, the uint8 view's {ref.dtype}"
+        return f"{where}: dtype {got.dtype}, {ref_name} {ref.dtype}"
     if torch.equal(a, b):
         return None
     bad = (a != b).reshape(-1).nonzero().reshape(-1)[:_SHOWN]
     flat_a, flat_b = a.reshape(-1), b.reshape(-1)
     pairs = ", ".join(f"[{i}] {_hex(flat_a[i])} not {_hex(flat_b[i])}" for i in bad.tolist())
-    return f"{where}: {int((a != b).sum())} of {a.numel()} bytes differ from the uint8 view's: {pairs}"
+    return f"{where}: {int((a != b).sum())} of {a.numel()} bytes differ from {ref_name}: {pairs}"
 
 
 def _same_numbers(got: torch.Tensor, want: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -95,6 +97,7 @@ def _numbers(
     mask: torch.Tensor | None,
     check: OpCheck,
     codes_in: list[torch.Tensor],
+    on_codes: Callable[[], Any] | None = None,
 ) -> str | None:
     """``got`` against the float64 result ``wide``: in float8, rounded once by the definition (or
     cast by ``.to`` when ``written``), overflow observed; in another dtype, converted to it."""
@@ -130,7 +133,7 @@ def _numbers(
         want = wide.cpu().to(got.dtype)
         codes = None
     if not bool(same.all()):
-        same = same | _known_deviation_elements(check, fmt, got.cpu(), same, codes_in)
+        same = same | _known_deviation_elements(check, fmt, got.cpu(), same, codes_in, on_codes)
     if bool(same.all()):
         return None
     bad = (~same).reshape(-1).nonzero().reshape(-1)[:_SHOWN].tolist()
@@ -144,13 +147,19 @@ def _numbers(
 
 
 def _known_deviation_elements(
-    check: OpCheck, fmt: FloatFormat, got: torch.Tensor, same: torch.Tensor, codes_in: list[torch.Tensor]
+    check: OpCheck,
+    fmt: FloatFormat,
+    got: torch.Tensor,
+    same: torch.Tensor,
+    codes_in: list[torch.Tensor],
+    on_codes: Callable[[], Any] | None = None,
 ) -> torch.Tensor:
-    """The elements a named deviation of this op excuses (its exact answer only), counted."""
+    """The elements a named deviation of this op excuses (its exact answer only), counted.
+    ``on_codes``: the same op's output on the uint8 view, for a deviation whose answer is that."""
     excused = torch.zeros_like(same)
     for dev in NATIVE_OP_DEVIATIONS:
         if dev.op == check.op and fmt.name in dev.formats:
-            hit = ~same & dev.answer(got, codes_in, fmt)
+            hit = ~same & dev.answer(got, codes_in, fmt, on_codes)
             if bool(hit.any()):
                 check.known_deviations[dev.key] = check.known_deviations.get(dev.key, 0) + int(hit.sum())
                 excused |= hit
@@ -171,11 +180,11 @@ def _converts_mask(sample: Sample, got: torch.Tensor) -> torch.Tensor | None:
     return torch.isfinite(inp) & (inp >= info.min) & (inp <= info.max)
 
 
-def check_sample(name: str, op: Any, kind: str, fmt: FloatFormat, sample: Sample, index: int, check: OpCheck) -> None:
+def check_sample(name: str, op: Any, kind: str, fmt: FloatFormat, sample: Sample, label: str, check: OpCheck) -> None:
     """One sample of ``op`` held to its kind's check; problems and observations go to ``check``."""
-    where = f"{name} on {fmt.name}, sample {index}"
+    where = f"{name} on {fmt.name}, {label}"
     ok, got = survey(functools.partial(sample.call, op.op))
-    if not ok:  # (runs on its first sample, outcome, but not on this one: a finding)
+    if not ok:  # (ran with other codes when judged, native_ops.judge, but not with these: a finding)
         check.observed[f"{where}: refused"] = first_words(got, 160)
         return
     kind = SAMPLE_KIND.get(name, lambda s, k: k)(sample, kind)
@@ -200,21 +209,34 @@ def check_sample(name: str, op: Any, kind: str, fmt: FloatFormat, sample: Sample
             problem = None if same else f"{at}: {g!r}, the definition's {r!r}"
         else:
             mask = _converts_mask(sample, g) if kind == "converts" else None
-            problem = _numbers(g, r, fmt, at, written=kind == "written", mask=mask, check=check, codes_in=sample.codes)
+            on_codes = functools.partial(_output_on_codes, op, sample, j)
+            written = kind == "written"
+            problem = _numbers(
+                g, r, fmt, at, written=written, mask=mask, check=check, codes_in=sample.codes, on_codes=on_codes
+            )
         if problem is not None:
             check.problems.append(problem)
 
 
+def _output_on_codes(op: Any, sample: Sample, j: int) -> torch.Tensor | None:
+    """Output ``j`` of ``op`` on the sample's uint8 view (None when that way refuses it)."""
+    ok, got = survey(functools.partial(sample.call_uint8, op.op))
+    leaves = _leaves(got) if ok else []
+    return leaves[j].cpu() if j < len(leaves) and isinstance(leaves[j], torch.Tensor) else None
+
+
 def check_op(name: str, fmt: FloatFormat, device: str = "cpu", op: Any = None, kind: str | None = None) -> OpCheck:
-    """Every sample of the catalogued op ``name`` (or ``op``, a stand-in with its ``op`` and
-    ``sample_inputs``) on ``fmt``, held to its kind's check (``kind``, default from the table)."""
+    """The catalogued op ``name`` (or ``op``, a stand-in with its ``op`` and ``sample_inputs``) on
+    ``fmt``, held to its kind's check (``kind``, default from the table) on the samples it ran on
+    when judged, contiguous and in every other layout it ran in, every code
+    (``native_ops.judged_samples``)."""
     op = op if op is not None else catalogue()[name]
     kind = kind or KIND[name]
     check = OpCheck(name, fmt.name, kind)
     with quiet():
-        for i, sample in enumerate(samples(op, fmt, device, every_code=True)):
+        for label, sample in judged_samples(name, op, fmt, device):
             check.samples += 1
-            check_sample(name, op, kind, fmt, sample, i, check)
+            check_sample(name, op, kind, fmt, sample, label, check)
     return check
 
 
@@ -323,3 +345,97 @@ def _to_codes(v: float, dtype: torch.dtype, device: str) -> torch.Tensor | None:
         lambda: torch.tensor([v] * 4, dtype=torch.float64, device=device).to(dtype).cpu().view(torch.uint8)
     )
     return codes if ok else None  # (None: the cast refuses it)
+
+
+# --- copy_ between memory layouts ------------------------------------------------------------------
+_COPY_SHAPE = (2, 3, 4, 8)  # 4-d, so every layout applies (channels_last too); 192 elements
+_SENTINEL = 0x55  # the bytes around a destination view, which a copy must leave alone
+
+
+def _in_buffer(t: torch.Tensor, layout: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A destination for ``t``'s shape in ``layout``, as a view of a uint8 buffer of sentinel
+    bytes (the bytes around and between its elements too); (the view, the buffer)."""
+    view = place(torch.empty(t.shape, dtype=torch.uint8, device=t.device), layout)
+    buffer = view.as_strided((view.untyped_storage().nbytes(),), (1,), 0)
+    buffer.fill_(_SENTINEL)
+    return view, buffer
+
+
+def check_copy(
+    fmt: FloatFormat, device: str = "cpu", copy: Callable[[torch.Tensor, torch.Tensor], Any] | None = None
+) -> tuple[list[str], dict[str, str]]:
+    """``copy_`` between float8 tensors and into and out of them, with source and destination
+    each in every layout (``layouts.LAYOUTS``): float8 into float8 moves the codes bit for bit;
+    float32 into float8 writes what ``.to`` writes; float8 into float32 gives the definition's
+    values; and no copy touches a byte of the destination's storage outside its elements.
+    (problems, refusals: what the install refused, by case, with its words). ``copy``: a
+    stand-in for ``Tensor.copy_`` (destination, source)."""
+    dtype = fmt.torch_dtype()
+    assert dtype is not None
+    do = copy or (lambda dst, src: dst.copy_(src))
+    codes = _order_codes(math.prod(_COPY_SHAPE)).view(_COPY_SHAPE).to(device)
+    values = decode(codes.cpu().reshape(-1), fmt).reshape(_COPY_SHAPE)
+    problems: list[str] = []
+    refused: dict[str, str] = {}
+    for src_layout in LAYOUTS:
+        for dst_layout in LAYOUTS:
+            for way in ("float8 -> float8", "float32 -> float8", "float8 -> float32"):
+                case = f"copy_ {way}, {src_layout} into {dst_layout}"
+                problem = _one_copy(way, src_layout, dst_layout, codes, values, fmt, do, refused, case)
+                if problem:
+                    problems.append(f"{case} on {fmt.name}: {problem}")
+    return problems, refused
+
+
+def _one_copy(
+    way: str,
+    src_layout: str,
+    dst_layout: str,
+    codes: torch.Tensor,
+    values: torch.Tensor,
+    fmt: FloatFormat,
+    do: Callable[[torch.Tensor, torch.Tensor], Any],
+    refused: dict[str, str],
+    case: str,
+) -> str | None:
+    dtype = fmt.torch_dtype()
+    if way == "float32 -> float8":  # (the values of the codes, finite ones: what .to writes back)
+        finite = torch.where(torch.isfinite(values), values, torch.zeros(()).double()).float()
+        src = place(finite.to(codes.device), src_layout)
+        want = finite.to(codes.device).to(dtype).view(torch.uint8)  # (checked against the codec elsewhere)
+    else:
+        src = place(codes, src_layout).view(dtype)
+        want = codes
+    view, buffer = _in_buffer(codes, dst_layout)
+    before = buffer.clone()
+    if way == "float8 -> float32":
+        dst = place(torch.full(codes.shape, -1.0, device=codes.device), dst_layout)
+    else:
+        dst = view.view(dtype)
+    ok, got = survey(functools.partial(do, dst, src))
+    if not ok:
+        refused[case] = first_words(got, 160)
+        return None
+    if way == "float8 -> float32":
+        same = _same_numbers(dst.cpu().double(), values, None)
+        if bool(same.all()):
+            return None
+        i = int((~same).reshape(-1).nonzero()[0])
+        read, want_v = dst.reshape(-1)[i].item(), values.reshape(-1)[i].item()
+        return f"element {i} (code {_hex(codes.reshape(-1)[i])}) reads {read!r}, not {want_v!r}"
+    ref_name = "the source's" if way == "float8 -> float8" else "what .to writes"
+    problem = _movement(view.clone(), want, "the destination's elements", ref_name)
+    if problem:
+        return problem
+    outside = torch.ones_like(buffer, dtype=torch.bool)
+    outside.as_strided(view.shape, view.stride(), view.storage_offset()).fill_(False)
+    touched = outside & (buffer != before)
+    if bool(touched.any()):
+        at = touched.nonzero().reshape(-1)[:_SHOWN].tolist()
+        return f"{int(touched.sum())} byte(s) of the destination's storage outside its elements written, at {at}"
+    return None
+
+
+def _order_codes(n: int) -> torch.Tensor:
+    """``n`` codes, every code in turn (the catalogue's order: the special ones first)."""
+    return _order_run(n)

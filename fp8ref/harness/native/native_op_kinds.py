@@ -50,7 +50,9 @@ constant_pad_nd masked_fill
 _VALUES = """
 abs positive neg eq ne lt le gt ge isnan isinf isfinite isreal isposinf isneginf signbit equal all
 any nonzero nonzero_static searchsorted bool half float double bfloat16 cfloat cdouble chalf to
-item float_power outer kron diff mul add sub max min maximum minimum sort argsort
+item float_power outer kron diff mul add sub max min maximum minimum sort argsort __rmul__ inner
+isclose count_nonzero sum_to_size cumsum cumprod cummax cummin aminmax argmax argmin kthvalue mode
+topk max.reduction_with_dim min.reduction_with_dim
 """
 _CONVERTS = """
 byte char short int long
@@ -89,6 +91,8 @@ _UNINITIALIZED = "uninitialized memory: it writes no value to check"
 UNCHECKED: dict[str, str] = {
     **{op: _GEMM for op in "addbmm addmm addmm.decomposed mm linalg.matrix_power linalg.multi_dot".split()},
     **{op: _GEMM for op in "nn.functional.linear tensordot einsum matmul bmm baddbmm addmv mv dot".split()},
+    "__rmatmul__": _GEMM,
+    "index_reduce.prod": _REDUCTION,
     **{op: _REDUCTION for op in "linalg.vector_norm masked.norm masked.prod nn.functional.pdist".split()},
     **{op: _REDUCTION for op in "nn.functional.adaptive_avg_pool1d linalg.svd svd sum prod mean".split()},
     **{

@@ -10,16 +10,20 @@ NaN payloads, -0, the FNUZ NaN 0x80 and E8M0's 0x00 and 0xFF are among them), an
 argument (``dtype=torch.float32`` of a factory) the float8 dtype. The same sample with uint8
 tensors holding the same codes is the op's "uint8 view".
 
-``outcome`` runs an op's first samples on one dtype: ``runs``, ``refused`` (the first sample
-refused: fp8ref.harness.stack.refusals), ``partial`` (some ran, a later one was refused: a finding, the
-op runs but not on every input), or ``n/a`` (no sample puts the dtype into the op). The support
-matrix (``support_matrix``) is the profile's ``native.<op>`` keys; what each op that runs is
-checked against is ``native_op_kinds``' table.
+``judge`` runs an op's first ``JUDGED`` samples on one dtype, contiguous and then in each other
+memory layout (``layouts``): ``runs``, ``refused`` (no sample ran: fp8ref.harness.stack.refusals
+decides a refusal), ``partial`` (some samples or layouts ran, others were refused: both named;
+a finding, the op runs but not on every input) or ``n/a`` (no sample puts the dtype into the op).
+An op is judged by all its samples, not its first: ``mul``'s first ones broadcast against a 0-d
+tensor, which the CPU kernel refuses, while two tensors of one shape multiply. The support matrix
+(``support_matrix``) is the profile's ``native.<op>`` keys; what each op that runs is checked
+against is ``native_op_kinds``' table, on the samples ``judge`` says ran.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import warnings
@@ -31,7 +35,9 @@ import torch
 from ...reference.codec import decode
 from ...reference.formats import FloatFormat
 from ..stack import probes
-from ..stack.refusals import survey
+from ..stack.refusals import first_words, survey
+from .layouts import LAYOUTS, relaid
+from .native_op_kinds import KINDS, kind_of
 
 __all__ = [
     "SAMPLES",
@@ -40,12 +46,18 @@ __all__ = [
     "Sample",
     "samples",
     "outcome",
+    "Outcome",
+    "judge",
+    "judged_samples",
+    "JUDGED",
     "support_matrix",
+    "judgements",
     "matrix_word",
     "quiet",
 ]
 
-SAMPLES = 3  # samples per op and dtype: enough to see an op that refuses some of its inputs
+JUDGED = 16  # catalogue samples per op and dtype an op's outcome is judged on (mul's first same-shape pair is its 6th)
+SAMPLES = 3  # of those that run, the ones every code is checked on (with one per other layout)
 
 
 @functools.cache
@@ -71,9 +83,14 @@ def catalogue() -> dict[str, Any]:
         return {}
     out: dict[str, Any] = {}
     for op in db:
-        name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
-        out.setdefault(name, op)
+        out.setdefault(_name(op), op)
     return out
+
+
+def _name(op: Any) -> str:
+    """An OpInfo's name in the catalogue: its op's, with its variant's after a dot."""
+    variant = getattr(op, "variant_test_name", "")
+    return op.name + (f".{variant}" if variant else "")
 
 
 class Sample:
@@ -244,13 +261,15 @@ def samples(
     made: list | None = None,
     every_code: bool = False,
     wide: bool = True,
+    ufunc_too: bool = True,
 ) -> list[Sample]:
     """The first ``limit`` float32 samples of ``op`` (or ``made``, made before) turned into
     ``fmt``'s codes three ways (``Sample``; module docstring); those that put no float8 tensor or
     dtype into the op are left out. ``every_code``: for an elementwise op, every code or pair of
     codes too (``_every_code_samples``), for another one each sample again with its codes moved
     along until a small one has held every code (at most ``_PASSES`` times). ``wide=False``:
-    without the float64 way (whose decode the support matrix does not need)."""
+    without the float64 way (whose decode the support matrix does not need). ``ufunc_too=False``:
+    without an elementwise op's every-code samples (the caller adds them once)."""
     out: list[Sample] = []
     ufunc = every_code and _is_elementwise(op)
     for s in made if made is not None else _float32_samples(op, device, limit):
@@ -260,7 +279,7 @@ def samples(
             sample = _sample(s, fmt, shift, wide)
             if sample is not None:
                 out.append(sample)
-    return out + (_every_code_samples(op, fmt, device) if every_code else [])
+    return out + (_every_code_samples(op, fmt, device) if every_code and ufunc_too else [])
 
 
 _PASSES = 16  # at most, per sample: a small sample passes its codes along until all 256 appeared
@@ -296,20 +315,156 @@ def _sample(s: Any, fmt: FloatFormat, shift: int, wide: bool = True) -> Sample |
     return Sample(ways, codes)
 
 
-def outcome(op: Any, fmt: FloatFormat, device: str = "cpu", made: list | None = None) -> str:
-    """``runs``, ``refused``, ``partial`` or ``n/a`` (module docstring) for ``op`` on ``fmt``
-    (``made``: its float32 samples, made once for every format)."""
-    ok, converted = survey(lambda: samples(op, fmt, device, made=made, wide=False), device)
-    if not ok or not converted:
-        return "n/a"
-    assert isinstance(converted, list)
-    ran = 0
-    for sample in converted:
-        ok, _ = survey(functools.partial(sample.call, op.op), device)
+@dataclasses.dataclass
+class Outcome:
+    """What one op did on one float8 dtype over its judged samples (``JUDGED``) and layouts.
+
+    ``word``: ``runs`` (every sample and layout it was given ran), ``partial`` (some ran, some
+    were refused: both named), ``refused`` (none ran) or ``n/a``. ``ran`` and ``refused`` name
+    the samples (``sample 5 (5, 10, 5) (5, 10, 5)``, ``... transposed``); ``why``: the install's
+    words for the first refusal. ``checked``: the samples the checks take, by catalogue index and
+    layout: the first ``SAMPLES`` that ran contiguous, and per other layout the first that ran
+    in it. A sample with an empty float8 tensor does not show that an op runs (a kernel returns
+    an empty result before it looks at the dtype): a refusal of it counts, a run does not (unless
+    the op has no other samples)."""
+
+    word: str
+    ran: list[str] = dataclasses.field(default_factory=list)
+    refused: list[str] = dataclasses.field(default_factory=list)
+    why: str = ""
+    checked: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+
+    def named(self) -> str:
+        """The samples that ran and those refused, for a ``partial`` op's account."""
+        shown = 3
+        ran = ", ".join(self.ran[:shown]) + (f" (+{len(self.ran) - shown})" if len(self.ran) > shown else "")
+        ref = ", ".join(self.refused[:shown]) + (
+            f" (+{len(self.refused) - shown})" if len(self.refused) > shown else ""
+        )
+        return f"runs on {ran}; refused on {ref}: {self.why}"
+
+
+def _shapes(sample: Sample) -> str:
+    return " ".join(str(tuple(c.shape)) for c in sample.codes) or "(a dtype argument)"
+
+
+def _degenerate(sample: Sample) -> bool:
+    return any(c.numel() == 0 for c in sample.codes)
+
+
+def _as_format(sample: Sample, fmt: FloatFormat) -> Sample:
+    """``sample``'s float8 way (made for another float8 format) with its codes read as ``fmt``'s:
+    the same bytes (``_codes_like`` hands out codes whatever the format), made once per sample."""
+    dtype = fmt.torch_dtype()
+
+    def swap(v: Any) -> Any:
+        if isinstance(v, torch.Tensor) and _is_float8(v):
+            return v.view(torch.uint8).view(dtype)
+        if isinstance(v, torch.dtype) and v.is_floating_point and v.itemsize == 1:
+            return dtype
+        if isinstance(v, (list, tuple)):
+            return type(v)(swap(x) for x in v)
+        return v
+
+    inp, args, kwargs = sample.ways["float8"]
+    return Sample({"float8": (swap(inp), swap(args), {k: swap(v) for k, v in kwargs.items()})}, sample.codes)
+
+
+def _try(op: Any, fmt: FloatFormat, device: str, s: Any, key: Any, memo: dict) -> tuple[Sample | None, bool, str]:
+    """``s`` (a float32 sample) in ``fmt``'s codes and run: (the sample or None when it puts no
+    float8 into the op, whether it ran, the refusal's words). ``memo[key]``: ``s`` in codes,
+    converted for the first format asked and read as each other's."""
+    if key not in memo:
+        ok, converted = survey(lambda: samples(op, fmt, device, made=[s], wide=False), device)
+        memo[key] = converted[0] if ok and converted else None
+    if memo[key] is None:
+        return None, False, ""
+    sample = _as_format(memo[key], fmt)
+    ok, got = survey(functools.partial(sample.call, op.op), device)
+    return sample, ok, "" if ok else first_words(got, 160)
+
+
+def _relaid_float32(op: Any, made: list, i: int, layout: str, device: str, memo: dict) -> Any | None:
+    """Sample ``i`` in ``layout`` when the op runs on it in float32, its catalogue's own dtype
+    (``view`` of a transposed tensor fails in every dtype: no input of the op, not a refusal of
+    float8), else None. ``memo``: the answers, shared by the formats."""
+    if (i, layout) not in memo:
+        s = relaid(made[i], layout)
+        ok = s is not None and survey(lambda: op.op(s.input, *s.args, **s.kwargs), device)[0]
+        memo[i, layout] = s if ok else None
+    return memo[i, layout]
+
+
+def judge(
+    op: Any, fmt: FloatFormat, device: str = "cpu", made: list | None = None, memo: dict | None = None
+) -> Outcome:
+    """``op`` on ``fmt`` (``Outcome``): every judged sample contiguous, then each other layout
+    (``layouts.LAYOUTS``) on the samples that ran, until one in that layout ran or all were
+    refused (``made``: the op's float32 samples; ``memo``: which of them run in each layout in
+    float32, and each in codes; both made once for every format)."""
+    made = made if made is not None else _float32_samples(op, device, JUDGED)
+    memo = memo if memo is not None else {}
+    out = Outcome("n/a")
+    ran_at: list[int] = []
+    empty_ran: list[str] = []
+    for i, s in enumerate(made):
+        sample, ok, why = _try(op, fmt, device, s, ("codes", i, "contiguous"), memo)
+        if sample is None:
+            continue
+        name = f"sample {i} {_shapes(sample)}"
         if not ok:
-            return "partial" if ran else "refused"
-        ran += 1
-    return "runs"
+            out.refused.append(name)
+            out.why = out.why or why
+        elif _degenerate(sample):
+            empty_ran.append(name)
+        else:
+            out.ran.append(name)
+            ran_at.append(i)
+    if not out.ran and not out.refused:  # (only empty samples: all there is to go by)
+        out.ran = empty_ran
+    for layout in LAYOUTS[1:] if kind_of(_name(op)) in KINDS else ():  # (what is checked is judged in each)
+        for i in ran_at:
+            s = _relaid_float32(op, made, i, layout, device, memo)
+            if s is None:
+                continue
+            sample, ok, why = _try(op, fmt, device, s, ("codes", i, layout), memo)
+            if sample is None:
+                continue
+            name = f"sample {i} {layout}"
+            if ok:
+                out.ran.append(name)
+                out.checked.append((i, layout))
+                break
+            out.refused.append(name)
+            out.why = out.why or why
+    out.checked[:0] = [(i, "contiguous") for i in ran_at[:SAMPLES]]
+    out.word = "partial" if out.ran and out.refused else "runs" if out.ran else "refused" if out.refused else "n/a"
+    return out
+
+
+def judged_samples(
+    name: str, op: Any, fmt: FloatFormat, device: str = "cpu", every_code: bool = True
+) -> list[tuple[str, Sample]]:
+    """The samples the checks hold ``op`` to on ``fmt``, each with its label (``sample 5``,
+    ``sample 5 transposed``, ``every code``): those ``judge`` names in ``checked``, every code
+    passed through each, then (an elementwise op) every code or pair of codes. ``name``: the
+    catalogue's; its judgement is the support matrix's when ``op`` is the catalogue's own."""
+    made = _float32_samples(op, device, JUDGED)
+    judged = _cached_matrix(str(device)).get(name, {}).get(fmt.name) if catalogue().get(name) is op else None
+    judged = judged or judge(op, fmt, device, made)
+    out: list[tuple[str, Sample]] = []
+    for i, layout in judged.checked:
+        s = made[i] if layout == "contiguous" else relaid(made[i], layout)
+        label = f"sample {i}" + ("" if layout == "contiguous" else f" {layout}")
+        out += [(label, one) for one in samples(op, fmt, device, made=[s], every_code=every_code, ufunc_too=False)]
+    if every_code:
+        out += [("every code", one) for one in _every_code_samples(op, fmt, device)]
+    return out
+
+
+def outcome(op: Any, fmt: FloatFormat, device: str = "cpu", made: list | None = None) -> str:
+    """``judge``'s word: ``runs``, ``partial``, ``refused`` or ``n/a``."""
+    return judge(op, fmt, device, made).word
 
 
 def matrix_word(row: dict[str, str]) -> str:
@@ -335,19 +490,29 @@ def support_matrix(device: str = "cpu") -> dict[str, dict[str, str]]:
     """Every catalogued op's ``outcome`` on every float8 format (op name -> format name -> outcome);
     empty when the catalogue does not import. Found once per process and device (a copy each
     call): the profile and the tests ask for the same matrix."""
+    return {name: {f: o.word for f, o in row.items()} for name, row in _cached_matrix(str(device)).items()}
+
+
+def judgements(device: str = "cpu") -> dict[str, dict[str, Outcome]]:
+    """``judge`` of every catalogued op on every float8 format (op name -> format name -> Outcome),
+    the support matrix's grounds (a copy of the rows; the outcomes are shared)."""
     return {name: dict(row) for name, row in _cached_matrix(str(device)).items()}
 
 
 @functools.cache
-def _cached_matrix(device: str) -> dict[str, dict[str, str]]:
+def _cached_matrix(device: str) -> dict[str, dict[str, Outcome]]:
     with quiet():
         return _support_matrix(device)
 
 
-def _support_matrix(device: str) -> dict[str, dict[str, str]]:
+def _support_matrix(device: str) -> dict[str, dict[str, Outcome]]:
     formats = probes.float8_formats()
     out = {}
     for name, op in catalogue().items():
-        ok, made = survey(functools.partial(_float32_samples, op, device, SAMPLES), device)
-        out[name] = {f.name: outcome(op, f, device, made) if ok and isinstance(made, list) else "n/a" for f in formats}
+        ok, made = survey(functools.partial(_float32_samples, op, device, JUDGED), device)
+        memo: dict = {}
+        out[name] = {
+            f.name: judge(op, f, device, made, memo) if ok and isinstance(made, list) else Outcome("n/a")
+            for f in formats
+        }
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..stack import probes
 from .native_checks import OpCheck, check_op
 from .native_op_kinds import KINDS, UNCHECKED, kind_of
+from .native_ops import Outcome
 
 # What FP8 training moves its numbers through (FSDP's copy-in/copy-out, sharding, padding,
 # concatenating per-expert weights, masks, loss-scale constants): checked in the default run on
@@ -77,9 +78,10 @@ def problems(checks: list[OpCheck]) -> list[str]:
     return [p for c in checks for p in c.problems]
 
 
-def account(matrix: dict[str, dict[str, str]]) -> list[str]:
+def account(matrix: dict[str, dict[str, str]], judged: dict[str, dict[str, Outcome]] | None = None) -> list[str]:
     """The coverage account for the end of the run: per kind, the ops × dtypes that ran, those
-    refused, and the ops checked elsewhere or out of scope, with their reasons."""
+    refused, and the ops checked elsewhere or out of scope, with their reasons; with ``judged``
+    (``native_ops.judgements``), each partial op's samples that ran and those refused."""
     cells = [(name, word) for name, row in matrix.items() for word in row.values()]
     ran = [n for n, w in cells if w in ("runs", "partial")]
     lines = [
@@ -98,4 +100,10 @@ def account(matrix: dict[str, dict[str, str]]) -> list[str]:
     lines += [f"    {', '.join(ops)}: {reason}" for reason, ops in by_reason.items()]
     missing = uncovered(matrix)
     lines.append(f"  run but covered by nothing: {len(missing)}" + (f" ({', '.join(missing)})" if missing else ""))
+    partial = {n: [f for f, w in row.items() if w == "partial"] for n, row in matrix.items()}
+    if judged is not None and any(partial.values()):
+        lines.append("  partial, by op (on the first dtype named; samples by their catalogue index):")
+        lines += [
+            f"    {n} ({' '.join(fmts)}): {judged[n][fmts[0]].named()}" for n, fmts in sorted(partial.items()) if fmts
+        ]
     return lines

@@ -46,6 +46,7 @@ op of torch's own catalogue run on float8 samples; see its docstring).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import linecache
 import re
 from collections.abc import Callable
@@ -250,6 +251,7 @@ DEVICE_FAULTS = re.compile(
 _MISSING_MODULE_ATTRIBUTE = re.compile(r"^module '(\w+)(?:\.\w+)*' has no attribute ")
 
 
+@functools.lru_cache(maxsize=4096)  # (a refusal is classified by its frames' files: the same few)
 def _package_of(filename: str) -> str | None:
     """The top-level package a source file belongs to, when it is one of INSTALL_PACKAGES."""
     parts = Path(filename).parts

@@ -15,9 +15,11 @@ import pytest
 
 from fp8ref.harness.native import native_ops
 from fp8ref.harness.native import op_account as noc
-from fp8ref.harness.native.native_checks import WRITE_PATHS, check_written
+from fp8ref.harness.native.layouts import LAYOUTS
+from fp8ref.harness.native.native_checks import WRITE_PATHS, check_copy, check_written
 from fp8ref.harness.native.native_op_kinds import KINDS, kind_of
 from fp8ref.harness.stack import install, probes
+from tests.common.params import on_devices
 
 pytestmark = pytest.mark.needs("expecttest")
 
@@ -29,7 +31,9 @@ def matrix(skip_if_refused):
 
 
 def test_every_op_that_runs_on_float8_has_a_check_or_a_reason(matrix, record_section):
-    record_section(f"native float8 ops on cpu ({install.versions_line()})", noc.account(matrix))
+    record_section(
+        f"native float8 ops on cpu ({install.versions_line()})", noc.account(matrix, native_ops.judgements("cpu"))
+    )
     missing = noc.uncovered(matrix)
     assert not missing, (
         f"{install.versions_line()} runs these float8 ops, which no check covers: {missing}; give each a kind "
@@ -50,10 +54,13 @@ def test_an_op_training_moves_fp8_through_keeps_to_the_definition(
     name, matrix, skip_if_refused, record_observation, record_defect
 ):
     formats = noc.runs_on(matrix, name)
-    # (an op's outcome is its first catalogue sample's until a later one runs: a refusal of that
-    # sample on every dtype is what this skip says, not that no input of the op runs)
-    first = f"refused on its first catalogue sample on every float8 dtype ({native_ops.matrix_word(matrix[name])})"
-    skip_if_refused(None if formats else first, name)
+    # (an op is judged on its first native_ops.JUDGED catalogue samples, in every layout: this
+    # skip says none of them ran on any float8 dtype)
+    refused = (
+        f"refused on each of its first {native_ops.JUDGED} catalogue samples on every float8 dtype "
+        f"({native_ops.matrix_word(matrix[name])})"
+    )
+    skip_if_refused(None if formats else refused, name)
     checks = noc.checked([name], matrix, "cpu")
     for c in checks:
         for key, value in c.observed.items():
@@ -72,6 +79,24 @@ def test_every_op_of_a_kind_that_runs_keeps_to_the_definition(kind, matrix):
     names = sorted(n for n in matrix if kind_of(n) == kind and noc.runs_on(matrix, n))
     bad = noc.problems(noc.checked(names, matrix, "cpu"))
     assert not bad, f"{install.versions_line()}, {len(names)} {kind} ops:\n" + "\n".join(bad[:12])
+
+
+@on_devices()
+@pytest.mark.parametrize("fmt", [f.name for f in probes.float8_formats()])
+def test_copy_between_memory_layouts_moves_every_code_and_nothing_else(fmt, device, record_observation):
+    """Tensor.copy_ float8 into float8 (bit for bit), float32 into float8 (as .to writes) and
+    float8 into float32 (the definition's values), with source and destination each contiguous,
+    transposed, sliced, stepped, at an offset and channels_last (fp8ref/harness/native/layouts.py):
+    a kernel that reads or writes in memory order, or writes a destination view's gaps, is right on
+    contiguous tensors alone. A case the install refuses is named here, not failed; if it refuses
+    every case, nothing was checked and the test skips saying so."""
+    problems, refused = check_copy(next(f for f in probes.float8_formats() if f.name == fmt), device)
+    for case, words in refused.items():
+        record_observation(f"native {case} on {fmt} ({device}): refused", words)
+    assert not problems, f"{install.versions_line()}, {device}:\n" + "\n".join(problems[:8])
+    if len(refused) == 3 * len(LAYOUTS) ** 2:
+        words = next(iter(refused.values()))
+        pytest.skip(f"{install.versions_line()} refuses copy_ of {fmt} on {device} in every layout: {words}")
 
 
 @pytest.mark.parametrize("fmt", [f.name for f in probes.float8_formats()])
