@@ -2,6 +2,10 @@
 dtype (and every scaled GEMM) is recorded, with its call site, and held to its kind's check
 (``op_checks``) before the traced code goes on.
 
+torch's tensors for tracing a program without running it (FakeTensor, FunctionalTensor:
+``torch.export.export``, ``run_decompositions``) pass by uncounted as calls: they hold no values.
+Running the exported program runs plain ops, recorded as any other.
+
 Tensor subclasses (torchao's Float8TrainingTensor, Float8Tensor, MXTensor) are seen through: a
 mode is asked first, and for an op on a subclass this one returns ``NotImplemented``, so the
 subclass's ``__torch_dispatch__`` runs and the ops it runs on its inner tensors (the float8
@@ -30,6 +34,9 @@ from .records import Record, TensorInfo, Trace
 __all__ = ["TraceMode"]
 
 _HASH_DIGITS = 16
+# torch's own tensors for tracing a program without running it (torch.export, torch.compile: fake
+# and functional tensors hold no values); their ops run past the tracer, counted in Trace.staged
+_STAGING = ("torch._subclasses.fake_tensor", "torch._subclasses.functional_tensor")
 
 
 def _bytes(codes: torch.Tensor) -> bytes:
@@ -108,6 +115,9 @@ class TraceMode(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         subclasses = [t for t in types if t.__torch_dispatch__ is not torch._C._disabled_torch_dispatch_impl]
+        if any(t.__module__.startswith(_STAGING) for t in subclasses):  # (a program traced, not run)
+            self.trace.staged += 1
+            return func(*args, **kwargs)
         if subclasses:  # (the subclass runs it; its inner ops come back here)
             names = ", ".join(sorted({t.__name__ for t in subclasses}))
             self.trace.through.append((str(func), names, call_site()))

@@ -126,11 +126,13 @@ class Record:
 class Trace:
     """The ordered records of one traced call, ``result`` its return value, and ``through``: the
     calls a tensor subclass (torchao's float8 and MX tensors) handled, each ``(op, subclasses,
-    call site)``: the ops it ran on its inner tensors are among the records."""
+    call site)``: the ops it ran on its inner tensors are among the records. ``staged``: the ops
+    run on torch's tracing tensors (``torch.export`` building a program: no values to check)."""
 
     records: list[Record] = dataclasses.field(default_factory=list)
     through: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     result: Any = None
+    staged: int = 0
 
     @property
     def violations(self) -> list[Record]:
@@ -162,6 +164,8 @@ class Trace:
             lines.append(text)
         for (op, types), n in Counter((op, types) for op, types, _ in self.through).items():
             lines.append(f"{op:<{width}}  {n:>4} call(s) on {types}: seen through (its inner ops are above)")
+        if self.staged:
+            lines.append(f"{self.staged} op(s) on fake or functional tensors (a program traced, not run): not checked")
         return lines
 
     def digest(self) -> list[str]:

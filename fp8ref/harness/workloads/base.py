@@ -23,7 +23,9 @@ class Workload:
     runs it. ``expects``: ``(op, kind) -> n``, the FP8 calls its program makes at least, so a trace
     that saw less did not check what the workload is for. ``module``: the module whose lines
     call its ops (the call sites a trace of it names). ``torchao``: whether its program is
-    torchao's (its profile key is then torchao's too, ``workloads.profile_keys``)."""
+    torchao's (its profile key is then torchao's too, ``workloads.profile_keys``). ``holds``: what
+    ``run()``'s result must satisfy besides the trace (None when it does, else what differs), for a
+    program that computes one thing two ways (an exported program and its eager model)."""
 
     name: str
     what: str
@@ -32,6 +34,7 @@ class Workload:
     refusal: Callable[[], str | None]
     expects: dict[tuple[str, str], int]
     torchao: bool = True
+    holds: Callable[[Any], str | None] | None = None
 
 
 def source_file(workload: Workload) -> str:
@@ -43,8 +46,8 @@ def source_file(workload: Workload) -> str:
 
 def check(workload: Workload, got: Trace) -> str | None:
     """None when the trace of ``workload`` is clean: no violation, at least the FP8 calls it
-    ``expects`` of each kind checked (not left unchecked), and every call site a line of its own
-    module; else what differs."""
+    ``expects`` of each kind checked (not left unchecked), its result as ``holds`` wants it, and
+    every call site a line of its own module; else what differs."""
     problems = []
     if got.violations:
         problems.append(f"{len(got.violations)} violation(s):\n" + "\n".join(v.report() for v in got.violations))
@@ -53,6 +56,10 @@ def check(workload: Workload, got: Trace) -> str | None:
     for (op, kind), least in workload.expects.items():
         if seen[op, kind] < least:
             problems.append(f"{op} checked as {kind}: {seen[op, kind]} call(s), the program makes at least {least}")
+    if workload.holds is not None:
+        differs = workload.holds(got.result)
+        if differs:
+            problems.append(differs)
     own = source_file(workload)
     elsewhere = sorted({r.site for r in got.records if os.path.realpath(r.site.rpartition(":")[0]) != own})
     if elsewhere:

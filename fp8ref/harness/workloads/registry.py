@@ -5,6 +5,7 @@ from __future__ import annotations
 from . import (
     checkpointing,
     delayed_scaling,
+    exported,
     float8_inference,
     float8_linear,
     grad_accumulation,
@@ -23,4 +24,5 @@ WORKLOADS: dict[str, Workload] = {
     "delayed_scaling": delayed_scaling.WORKLOAD,
     **float8_inference.WORKLOADS,
     "mx_training": mx_training.WORKLOAD,
+    "exported": exported.WORKLOAD,
 }

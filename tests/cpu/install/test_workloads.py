@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 
 from fp8ref.harness.trace import trace
 from fp8ref.harness.workloads import WORKLOADS, check
@@ -28,6 +29,7 @@ MUST_RUN = {
     "delayed_scaling": {CAST, SCALED_MM},
     "float8_inference.": {CAST},
     "mx_training": {CAST, ("aten.to.dtype", "values")},
+    "exported": {CAST, SCALED_MM},
 }
 
 
@@ -66,3 +68,15 @@ def test_the_custom_op_is_seen_through_and_its_trace_repeats(skip_if_refused):
     assert not any(r.op.startswith("fp8ref_workloads.") for r in got.records)
     again = trace(workload.run)
     assert again.digest() == got.digest() and again.pinned() == got.pinned()
+
+
+def test_the_exported_programs_outputs_must_be_the_eager_models_bit_for_bit():
+    """``exported.holds``, the check of the workload's result besides its trace, can fail: one
+    bfloat16 element one ulp off is a difference."""
+    from fp8ref.harness.workloads import exported
+
+    want = [torch.ones(2, 3, dtype=torch.bfloat16) for _ in exported.BATCHES]
+    off = [t.clone() for t in want]
+    off[-1].view(torch.int16)[0, 0] += 1
+    assert exported.holds({"loaded": want, "eager": [t.clone() for t in want]}) is None
+    assert "not the eager model's" in str(exported.holds({"loaded": off, "eager": want}))
