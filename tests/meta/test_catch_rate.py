@@ -14,6 +14,7 @@ from tests.meta.test_cast_faults import CAST_FAULTS, cast_fault_caught
 from tests.meta.test_checkpoint_faults import FAULTS as CHECKPOINT_FAULTS
 from tests.meta.test_checkpoint_faults import checkpoint_fault_caught
 from tests.meta.test_claim_faults import float16_kernel_caught, late_update_caught
+from tests.meta.test_compiled_region_faults import compiled_fault_caught
 from tests.meta.test_conversion_faults import FAULTS as CONVERSION_PARAM_FAULTS
 from tests.meta.test_conversion_faults import conversion_param_fault_caught
 from tests.meta.test_float8_conversion_faults import FAULTS as CONVERSION_FAULTS
@@ -81,6 +82,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"the tracer: {f}": trace_fault_caught(f) for f in TRACE_FAULTS if trace_fault_refusal(f) is None}
     if WORKLOADS["static_custom_op"].refusal() is None:
         results["a workload: re-quantizing copy_ into float8 keeps stale codes"] = workload_fault_caught()
+    results["a compiled region: a miscompiled cast one code toward zero"] = compiled_fault_caught()
     if native_ops.catalogue_refusal() is None:  # these stand-ins are built from torch's OpInfo catalogue
         results |= {f"native float8 ops: {f}": native_op_fault_caught(f) for f in NATIVE_OP_FAULTS}
     if probes.torchao_float8_refusal() is None:  # these stand-ins are built from torchao's tensors

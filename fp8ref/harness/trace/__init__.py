@@ -12,8 +12,11 @@ pkg.module:function`` runs it from the command line.
 - ``op_checks``: the check of one recorded call, by its kind;
 - ``call_site``: the user's ``file:line``.
 
-What it cannot see: compiled regions (torch.compile's graphs run as one op, or not through a
-Python dispatch mode at all), and ops run in C++ below a kernel (a fused kernel's own casts).
+- ``compiled``: a program's torch.compile regions run compiled and held to its eager trace at
+  their boundary (under ``trace`` torch.compile runs them eagerly).
+
+What it cannot see: inside code torch.compile generated (``compiled`` checks its outputs), and
+ops run in C++ below a kernel (a fused kernel's own casts).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from .call_site import call_site
 from .op_checks import SCALED_GEMMS, check_call, touches_float8
 from .records import Record, TensorInfo, Trace
 
-__all__ = ["TraceMode"]
+__all__ = ["TraceMode", "CompiledTraceMode"]
 
 _HASH_DIGITS = 16
 # torch's own tensors for tracing a program without running it (torch.export, torch.compile: fake
@@ -145,3 +145,13 @@ class TraceMode(TorchDispatchMode):
         record.observed, record.known_deviations = verdict.observed, verdict.known_deviations
         self.trace.records.append(record)
         return out
+
+
+class CompiledTraceMode(TraceMode):
+    """``TraceMode`` that lets torch.compile run: off while torch.compile traces and generates
+    code, back while that code runs (``trace.compiled``). Without it torch.compile runs the
+    function eagerly under the mode."""
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        return True

@@ -9,7 +9,8 @@ suite checks what a team's training runs, not only what a list names.
   ``grad_accumulation``, ``checkpointing``, ``static_custom_op`` (modded-nanogpt's custom op with
   cached float8 weights), ``delayed_scaling`` (a TransformerEngine-style autocast in plain torch),
   ``float8_inference`` (torchao's ``quantize_``), ``mx_training`` (torchao's MXFP8 training),
-  ``exported`` (an FP8 model through ``torch.export``: saved, loaded and run);
+  ``exported`` (an FP8 model through ``torch.export``: saved, loaded and run), ``compiled``
+  (FP8 linears as torch.compile regions, static and dynamic shapes);
 - ``tiny``: the seeded models and batches.
 
 A workload's own lines are the call sites its trace names: the tracer counts this folder as user

@@ -25,7 +25,10 @@ class Workload:
     call its ops (the call sites a trace of it names). ``torchao``: whether its program is
     torchao's (its profile key is then torchao's too, ``workloads.profile_keys``). ``holds``: what
     ``run()``'s result must satisfy besides the trace (None when it does, else what differs), for a
-    program that computes one thing two ways (an exported program and its eager model)."""
+    program that computes one thing two ways (an exported program and its eager model).
+    ``compiled``: its program calls torch.compile'd code, which the tracer runs eagerly; run again
+    with the regions compiled, it must give the eager run's results bit for bit
+    (``trace.compiled.compare_compiled``, tests/cpu/install/test_workloads.py)."""
 
     name: str
     what: str
@@ -35,6 +38,7 @@ class Workload:
     expects: dict[tuple[str, str], int]
     torchao: bool = True
     holds: Callable[[Any], str | None] | None = None
+    compiled: bool = False
 
 
 def source_file(workload: Workload) -> str:

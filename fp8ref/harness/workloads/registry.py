@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import (
     checkpointing,
+    compiled,
     delayed_scaling,
     exported,
     float8_inference,
@@ -25,4 +26,5 @@ WORKLOADS: dict[str, Workload] = {
     **float8_inference.WORKLOADS,
     "mx_training": mx_training.WORKLOAD,
     "exported": exported.WORKLOAD,
+    **compiled.WORKLOADS,
 }

@@ -30,6 +30,7 @@ MUST_RUN = {
     "float8_inference.": {CAST},
     "mx_training": {CAST, ("aten.to.dtype", "values")},
     "exported": {CAST, SCALED_MM},
+    "compiled.": {CAST, SCALED_MM},
 }
 
 
@@ -80,3 +81,25 @@ def test_the_exported_programs_outputs_must_be_the_eager_models_bit_for_bit():
     off[-1].view(torch.int16)[0, 0] += 1
     assert exported.holds({"loaded": want, "eager": [t.clone() for t in want]}) is None
     assert "not the eager model's" in str(exported.holds({"loaded": off, "eager": want}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n, w in WORKLOADS.items() if w.compiled])
+def test_a_compiled_workloads_regions_give_its_eager_outputs_bit_for_bit(
+    name, skip_if_refused, record_observation, fresh_dynamo
+):
+    """The workload run again with its torch.compile regions compiled (the tracer runs them
+    eagerly, ``trace.compiled``): every region's output and float8 codes must be the eager
+    trace's, each op of which was held to the definition; what ran inside generated kernels is
+    named as checked at the regions' boundary only. Why it may fail: inductor fusing the cast
+    with another rounding, or computing the scale another way, than the eager ops."""
+    from fp8ref.harness.trace.compiled import compare_compiled
+    from fp8ref.harness.workloads.compiled import compiled_refusal
+
+    workload = WORKLOADS[name]
+    skip_if_refused(workload.refusal() or compiled_refusal(), f"the {name} workload compiled ({workload.what})")
+    boundary = compare_compiled(workload.run, eager=traced(name))
+    for (op, kind), n in sorted(boundary.unseen.items()):
+        record_observation(f"workload {name}: {op} ({kind})", f"x{n} inside compiled code: checked at the boundary")
+    assert not boundary.problems(), "\n".join(boundary.problems())
+    assert boundary.unseen, f"{name}: the compiled run showed every FP8 call: were the regions compiled at all?"

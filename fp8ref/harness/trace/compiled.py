@@ -1,0 +1,110 @@
+"""Programs that call ``torch.compile``'d code, traced twice.
+
+Under a dispatch mode that does not say otherwise, torch.compile runs the compiled function
+eagerly (torch: "non-infra torch dispatch mode present"): ``trace`` then checks, op by op, what
+the program computes eagerly, not the kernels torch.compile generated. ``trace_compiled`` runs
+the program with its compiled regions compiled (the mode steps aside while torch.compile traces
+and generates code, and is back while the code runs): it sees what still reaches torch's
+dispatcher (the program's ops outside the regions, and the library calls generated code makes,
+such as ``_scaled_mm``) and checks those; what a generated kernel computes itself (a fused cast)
+it does not see. ``compare_compiled`` holds the two runs' results to each other bit for bit: the
+regions' outputs against the eager trace of the same inputs, each op of which was held to the
+definition. What ran inside generated kernels is checked at the regions' boundary only:
+``Boundary.unseen`` names those calls.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from .records import Trace
+
+__all__ = ["Boundary", "trace_compiled", "compare_compiled", "bitwise_differences"]
+
+
+def trace_compiled(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
+    """``fn(*args, **kwargs)`` under the tracer with torch.compile's regions running compiled
+    (module docstring); what ``fn`` raises propagates."""
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    from .recorder import CompiledTraceMode
+
+    result = Trace()
+    with CompiledTraceMode(result):
+        result.result = fn(*args, **kwargs)
+    return result
+
+
+def bitwise_differences(eager: Any, compiled: Any) -> list[str]:
+    """Where two results (nested lists, tuples, dicts of tensors) differ: each tensor leaf by its
+    bytes, shape and dtype; the others by ``==``."""
+    a, spec_a = tree_flatten(eager)
+    b, spec_b = tree_flatten(compiled)
+    if spec_a != spec_b:
+        return [f"the results' structures differ: {spec_a} and {spec_b}"]
+    out = []
+    for i, (x, y) in enumerate(zip(a, b)):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if x.dtype != y.dtype or x.shape != y.shape:
+                out.append(f"output {i}: {x.dtype}{tuple(x.shape)} eagerly, {y.dtype}{tuple(y.shape)} compiled")
+                continue
+            xb = x.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+            yb = y.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
+            if not torch.equal(xb, yb):
+                n = int((xb != yb).sum())
+                out.append(f"output {i} ({x.dtype}{tuple(x.shape)}): {n} of {xb.numel()} bytes differ compiled")
+        elif x != y:
+            out.append(f"output {i}: {x!r} eagerly, {y!r} compiled")
+    return out
+
+
+@dataclasses.dataclass
+class Boundary:
+    """``eager``: the trace of the program with torch.compile falling back to eager (every op
+    checked); ``compiled``: the trace of it with its regions compiled; ``differs``: where their
+    results differ bit for bit; ``unseen``: the FP8 calls (op, kind) the eager run made that the
+    compiled run's dispatcher did not see, with how many: inside generated kernels, checked
+    only through the regions' outputs."""
+
+    eager: Trace
+    compiled: Trace
+    differs: list[str]
+    unseen: dict[tuple[str, str], int]
+
+    def problems(self) -> list[str]:
+        """What is wrong: a violation in either run, or results that differ."""
+        out = [f"eager: {v.report()}" for v in self.eager.violations]
+        out += [f"compiled: {v.report()}" for v in self.compiled.violations]
+        return out + [f"compiled regions against their eager trace: {d}" for d in self.differs]
+
+    def summary(self) -> list[str]:
+        lines = [
+            f"eager: {len(self.eager.records)} FP8 calls, {len(self.eager.violations)} violation(s); "
+            f"compiled: {len(self.compiled.records)} seen, {len(self.compiled.violations)} violation(s); "
+            f"results {'bitwise equal' if not self.differs else 'differ'}"
+        ]
+        lines += [
+            f"  {op} ({kind}) x{n}: inside compiled code, checked at the regions' boundary only"
+            for (op, kind), n in sorted(self.unseen.items())
+        ]
+        return lines
+
+
+def compare_compiled(fn: Callable[[], Any], eager: Trace | None = None) -> Boundary:
+    """``fn`` traced with torch.compile falling back to eager (or ``eager``, that trace made
+    before) and with its regions compiled, and the two held to each other. ``fn`` must compute
+    the same thing each call (a seeded program that builds its own state)."""
+    from . import trace
+
+    eager = eager if eager is not None else trace(fn)
+    compiled = trace_compiled(fn)
+    seen = Counter((r.op.replace(".out", ".default"), r.kind) for r in compiled.records)
+    made = Counter((r.op, r.kind) for r in eager.records)
+    unseen = {key: n - seen[key] for key, n in made.items() if n > seen[key]}
+    return Boundary(eager, compiled, bitwise_differences(eager.result, compiled.result), unseen)

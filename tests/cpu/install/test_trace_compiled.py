@@ -1,0 +1,58 @@
+"""Programs that call torch.compile'd code under the tracer (fp8ref/harness/trace/compiled.py):
+torch runs compiled code eagerly under a dispatch mode, so ``trace`` checks the eager ops, and
+``trace_compiled`` lets the regions run compiled, to be held to the eager run at their boundary.
+
+Why a test may fail: a torch release that runs compiled code under any dispatch mode (the tracer
+would then see generated kernels where it expects eager ops: the op-by-op checks would thin out
+unseen), or a bitwise comparison that takes -0 for +0 or one NaN payload for another."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fp8ref.harness.trace import trace
+from fp8ref.harness.trace.compiled import bitwise_differences, trace_compiled
+
+E4M3 = torch.float8_e4m3fn
+
+
+def _cast(x: torch.Tensor) -> torch.Tensor:
+    return (x * 2).to(E4M3)
+
+
+def test_under_the_tracer_a_compiled_function_runs_its_eager_ops(fresh_dynamo):
+    got = trace(torch.compile(_cast, backend="aot_eager"), torch.ones(4))
+    assert [r.op for r in got.records] == ["aten._to_copy.default"] and not got.violations
+
+
+def test_traced_compiled_a_region_runs_through_its_backend(fresh_dynamo):
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.append(gm)
+        return gm
+
+    got = trace_compiled(torch.compile(_cast, backend=backend), torch.ones(4))
+    assert len(seen) == 1, "the region was not compiled under trace_compiled"
+    assert got.result.view(torch.uint8).tolist() == [0x40] * 4  # (2.0 in E4M3)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "differs"),
+    [
+        ([0.0], [-0.0], True),
+        ([1.0, 2.0], [1.0, 2.0], False),
+        ([1.0], [1.0, 1.0], True),
+    ],
+)
+def test_results_compare_bit_for_bit(a, b, differs):
+    got = bitwise_differences([torch.tensor(a).to(E4M3)], [torch.tensor(b).to(E4M3)])
+    assert bool(got) is differs, got
+
+
+def test_two_nan_payloads_differ():
+    a = torch.tensor([0x7F], dtype=torch.uint8).view(E4M3)
+    b = torch.tensor([0xFF], dtype=torch.uint8).view(E4M3)
+    assert bitwise_differences((a,), (b,)) == ["output 0 (torch.float8_e4m3fn(1,)): 1 of 1 bytes differ compiled"]
+    assert bitwise_differences({"x": 1}, {"x": 1}) == [] and bitwise_differences({"x": 1}, {"x": 2})

@@ -1,0 +1,55 @@
+"""A compiled region that computes other float8 codes than its eager ops: a torch.compile backend
+that rounds every float8 output one code toward zero (a miscompiled cast). The tracer runs
+compiled code eagerly, so its op-by-op checks cannot see it; the boundary check
+(``trace.compiled.compare_compiled``, tests/cpu/install/test_workloads.py) must."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from fp8ref.harness.trace.compiled import compare_compiled
+from fp8ref.harness.workloads import compiled as workload
+
+E4M3 = torch.float8_e4m3fn
+
+
+def _miscompiling_backend(gm: torch.fx.GraphModule, example_inputs: list) -> object:
+    def run(*args: object) -> object:
+        out = gm(*args)
+        leaves = out if isinstance(out, (list, tuple)) else [out]
+        for t in leaves:
+            if isinstance(t, torch.Tensor) and t.dtype == E4M3:
+                codes = t.view(torch.uint8)
+                magnitude = codes & 0x7F
+                codes.copy_(torch.where((magnitude > 0) & (magnitude < 0x7F), codes - 1, codes))
+        return out
+
+    return run
+
+
+def _run(backend: Any) -> list[torch.Tensor]:
+    torch._dynamo.reset()
+    region = torch.compile(workload._layer, backend=backend, dynamic=False) if backend else workload._layer
+    w = torch.full((16, 16), 0.5).to(E4M3)
+    x = torch.linspace(-3, 3, 16 * 16).reshape(16, 16).to(torch.bfloat16)
+    out, codes = region(x, w)
+    return [out, codes]
+
+
+def compiled_fault_caught() -> bool:
+    boundary = compare_compiled(functools.partial(_run, _miscompiling_backend))
+    return bool(boundary.differs) and not boundary.eager.violations
+
+
+def test_the_boundary_check_passes_a_backend_that_compiles_right():
+    boundary = compare_compiled(functools.partial(_run, "aot_eager"))
+    assert boundary.problems() == [], boundary.problems()
+    assert boundary.unseen == {} or all(n > 0 for n in boundary.unseen.values())
+
+
+def test_a_miscompiled_cast_is_caught_at_the_regions_boundary():
+    assert compiled_fault_caught()
+    torch._dynamo.reset()
