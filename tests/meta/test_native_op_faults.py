@@ -24,6 +24,7 @@ from fp8ref.harness.native.native_checks import check_copy, check_op, check_writ
 from fp8ref.harness.native.scalar_ops import check_scalar_op
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E4M3FNUZ, FloatFormat
+from tests.common.inside_install import inside
 
 pytestmark = pytest.mark.needs("expecttest")
 
@@ -70,7 +71,18 @@ def _cat_ignores_strides(tensors, *args, **kwargs):
     return torch.cat([_in_memory_order(t) for t in tensors], *args, **kwargs)
 
 
+# torch 2.13's CPU mul refuses a 0-d float8 operand, which the catalogue's first samples have:
+# the stand-in does so on every install, from inside torch's folder, as the kernel does
+_REFUSE_0D = inside(
+    "torch",
+    "def f(a, b):\n"
+    "    if a.dim() == 0 or b.dim() == 0:\n"
+    "        raise NotImplementedError(\"'mul_cpu_reduced_float' not implemented for 'Float8_e4m3fn'\")\n",
+)
+
+
 def _mul_toward_zero_tensors(a, b):
+    _REFUSE_0D(a, b)
     exact = _values(a, E4M3FN) * _values(b, E4M3FN)  # (two codes' product: exact in float64)
     return _into(exact, "rtz").view(torch.broadcast_shapes(a.shape, b.shape))
 
@@ -160,9 +172,23 @@ def _copy_overruns_by_one(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     return dst
 
 
+_REFUSE_STRIDED = inside(
+    "torch",
+    "def f(dst):\n"
+    "    if not dst.is_contiguous():\n"
+    "        raise NotImplementedError(\"'copy_' not implemented for strided 'Float8_e4m3fn'\")\n",
+)
+
+
+def _copy_refuses_strided_destinations(dst: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    _REFUSE_STRIDED(dst)
+    return dst.copy_(src)
+
+
 COPY_FAULTS = {
     "copy_ writes a transposed destination in memory order": _copy_writes_in_memory_order,
     "copy_ stores one element past a strided destination's last": _copy_overruns_by_one,
+    "copy_ refuses a strided destination it copied into before": _copy_refuses_strided_destinations,
 }
 FAULTS = [*OP_FAULTS, *WRITE_FAULTS, *SCALAR_FAULTS, *COPY_FAULTS]
 
@@ -197,6 +223,8 @@ def native_op_fault_caught(fault: str) -> bool:
     real = native_ops.catalogue()[name]
     standin = copy.copy(real)
     standin.op = _on_float8_only(broken, real.op)
+    if native_ops.judge(standin, E4M3FN).word not in ("runs", "partial"):
+        return False  # (judged refused: tests/cpu/install/test_native_ops.py would skip it)
     return bool(check_op(name, E4M3FN, op=standin).problems)
 
 
@@ -204,7 +232,7 @@ def test_the_checks_pass_torchs_own_ops():
     assert native_ops.catalogue_refusal() is None
     for name, _ in OP_FAULTS.values():
         assert check_op(name, E4M3FN).problems == [], name
-    assert check_copy(E4M3FN)[0] == []
+    assert check_copy(E4M3FN) == ([], {})
 
 
 def test_the_scalar_check_passes_the_definitions_own_answers():

@@ -10,10 +10,12 @@ NaN payloads, -0, the FNUZ NaN 0x80 and E8M0's 0x00 and 0xFF are among them), an
 argument (``dtype=torch.float32`` of a factory) the float8 dtype. The same sample with uint8
 tensors holding the same codes is the op's "uint8 view".
 
-``judge`` runs an op's first ``JUDGED`` samples on one dtype, contiguous and then in each other
-memory layout (``layouts``): ``runs``, ``refused`` (no sample ran: fp8ref.harness.stack.refusals
-decides a refusal), ``partial`` (some samples or layouts ran, others were refused: both named;
-a finding, the op runs but not on every input) or ``n/a`` (no sample puts the dtype into the op).
+``judge`` runs an op's first ``JUDGED`` samples on one dtype, contiguous, and then, for an op
+the kinds table checks, each other memory layout (``layouts``) on the first sample that ran in
+it: ``runs``, ``refused`` (no sample ran: fp8ref.harness.stack.refusals decides a refusal),
+``partial`` (some samples or layouts ran, others were refused: both named; a finding, the op runs
+but not on every input) or ``n/a`` (no sample puts the dtype into the op, or it ran only on
+empty tensors, which shows nothing running). A sample holding a sparse tensor gets no codes.
 An op is judged by all its samples, not its first: ``mul``'s first ones broadcast against a 0-d
 tensor, which the CPU kernel refuses, while two tensors of one shape multiply. The support matrix
 (``support_matrix``) is the profile's ``native.<op>`` keys; what each op that runs is checked
@@ -31,6 +33,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_flatten
 
 from ...reference.codec import decode
 from ...reference.formats import FloatFormat
@@ -296,6 +299,8 @@ def _sample(s: Any, fmt: FloatFormat, shift: int, wide: bool = True) -> Sample |
     sample that already holds float8 tensors (a scaled GEMM's: float8 operands, float32 scales)
     gets ``fmt``'s codes in those alone; its other floating tensors are arguments of their own
     dtype (a scale stays float32)."""
+    if any(t.layout != torch.strided for t in _floats(s)):
+        return None  # (a sparse or nested tensor: codes are laid out in strided tensors only)
     counter = itertools.count()
     codes: list[torch.Tensor] = []
     only = any(_is_float8(t) for t in _floats(s))
@@ -324,9 +329,10 @@ class Outcome:
     the samples (``sample 5 (5, 10, 5) (5, 10, 5)``, ``... transposed``); ``why``: the install's
     words for the first refusal. ``checked``: the samples the checks take, by catalogue index and
     layout: the first ``SAMPLES`` that ran contiguous, and per other layout the first that ran
-    in it. A sample with an empty float8 tensor does not show that an op runs (a kernel returns
-    an empty result before it looks at the dtype): a refusal of it counts, a run does not (unless
-    the op has no other samples)."""
+    in it. A run with an empty float8 input, or only empty float8 outputs, does not show that an
+    op runs (a kernel returns an empty result before it looks at the dtype): a refusal of such a
+    sample counts, a run does not; an op that ran on nothing else is ``n/a`` (``why`` says so).
+    A layout is judged on the first sample that ran in it (one per layout)."""
 
     word: str
     ran: list[str] = dataclasses.field(default_factory=list)
@@ -348,8 +354,11 @@ def _shapes(sample: Sample) -> str:
     return " ".join(str(tuple(c.shape)) for c in sample.codes) or "(a dtype argument)"
 
 
-def _degenerate(sample: Sample) -> bool:
-    return any(c.numel() == 0 for c in sample.codes)
+def _degenerate(sample: Sample, got: Any) -> bool:
+    """Whether a run shows nothing running: a float8 input is empty, or the op wrote float8 and
+    every float8 output is empty (``eye(0, n)``, ``logspace`` of no steps)."""
+    outputs = [t for t in tree_flatten(got)[0] if isinstance(t, torch.Tensor) and _is_float8(t)]
+    return any(c.numel() == 0 for c in sample.codes) or (bool(outputs) and all(t.numel() == 0 for t in outputs))
 
 
 def _as_format(sample: Sample, fmt: FloatFormat) -> Sample:
@@ -370,18 +379,19 @@ def _as_format(sample: Sample, fmt: FloatFormat) -> Sample:
     return Sample({"float8": (swap(inp), swap(args), {k: swap(v) for k, v in kwargs.items()})}, sample.codes)
 
 
-def _try(op: Any, fmt: FloatFormat, device: str, s: Any, key: Any, memo: dict) -> tuple[Sample | None, bool, str]:
+def _try(op: Any, fmt: FloatFormat, device: str, s: Any, key: Any, memo: dict) -> tuple[Sample | None, bool, str, Any]:
     """``s`` (a float32 sample) in ``fmt``'s codes and run: (the sample or None when it puts no
-    float8 into the op, whether it ran, the refusal's words). ``memo[key]``: ``s`` in codes,
-    converted for the first format asked and read as each other's."""
+    float8 into the op, whether it ran, the refusal's words, what it gave). ``memo[key]``: ``s``
+    in codes, converted for the first format asked and read as each other's. Making the codes is
+    fp8ref's work, not the install's: what it raises propagates."""
     if key not in memo:
-        ok, converted = survey(lambda: samples(op, fmt, device, made=[s], wide=False), device)
-        memo[key] = converted[0] if ok and converted else None
+        converted = samples(op, fmt, device, made=[s], wide=False)
+        memo[key] = converted[0] if converted else None
     if memo[key] is None:
-        return None, False, ""
+        return None, False, "", None
     sample = _as_format(memo[key], fmt)
     ok, got = survey(functools.partial(sample.call, op.op), device)
-    return sample, ok, "" if ok else first_words(got, 160)
+    return sample, ok, "" if ok else first_words(got, 160), got if ok else None
 
 
 def _relaid_float32(op: Any, made: list, i: int, layout: str, device: str, memo: dict) -> Any | None:
@@ -408,26 +418,26 @@ def judge(
     ran_at: list[int] = []
     empty_ran: list[str] = []
     for i, s in enumerate(made):
-        sample, ok, why = _try(op, fmt, device, s, ("codes", i, "contiguous"), memo)
+        sample, ok, why, got = _try(op, fmt, device, s, ("codes", i, "contiguous"), memo)
         if sample is None:
             continue
         name = f"sample {i} {_shapes(sample)}"
         if not ok:
             out.refused.append(name)
             out.why = out.why or why
-        elif _degenerate(sample):
+        elif _degenerate(sample, got):
             empty_ran.append(name)
         else:
             out.ran.append(name)
             ran_at.append(i)
-    if not out.ran and not out.refused:  # (only empty samples: all there is to go by)
-        out.ran = empty_ran
+    if empty_ran and not out.ran and not out.refused:  # (nothing shown running: no word on the op)
+        out.why = f"ran only on empty tensors ({', '.join(empty_ran[:3])})"
     for layout in LAYOUTS[1:] if kind_of(_name(op)) in KINDS else ():  # (what is checked is judged in each)
         for i in ran_at:
             s = _relaid_float32(op, made, i, layout, device, memo)
             if s is None:
                 continue
-            sample, ok, why = _try(op, fmt, device, s, ("codes", i, layout), memo)
+            sample, ok, why, _ = _try(op, fmt, device, s, ("codes", i, layout), memo)
             if sample is None:
                 continue
             name = f"sample {i} {layout}"

@@ -12,6 +12,7 @@ ops on the same codes."""
 from __future__ import annotations
 
 import io
+import warnings
 
 import torch
 
@@ -60,11 +61,13 @@ def _round_trip(model: torch.nn.Module, x: torch.Tensor) -> torch.nn.Module:
     """``model`` exported (batch dimension dynamic), decomposed, saved and loaded: the module of
     the loaded program."""
     batch = torch.export.Dim("batch", min=2, max=64)
-    program = torch.export.export(model, (x,), dynamic_shapes=({0: batch},)).run_decompositions()
-    buffer = io.BytesIO()
-    torch.export.save(program, buffer)
-    buffer.seek(0)
-    return torch.export.load(buffer).module()
+    with warnings.catch_warnings():  # (torch.export's own use of a pytree API it deprecates)
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        program = torch.export.export(model, (x,), dynamic_shapes=({0: batch},)).run_decompositions()
+        buffer = io.BytesIO()
+        torch.export.save(program, buffer)
+        buffer.seek(0)
+        return torch.export.load(buffer).module()
 
 
 def run() -> dict[str, list[torch.Tensor]]:

@@ -77,7 +77,10 @@ def test_an_op_training_moves_fp8_through_keeps_to_the_definition(
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_op_of_a_kind_that_runs_keeps_to_the_definition(kind, matrix):
     names = sorted(n for n in matrix if kind_of(n) == kind and noc.runs_on(matrix, n))
-    bad = noc.problems(noc.checked(names, matrix, "cpu"))
+    checks = noc.checked(names, matrix, "cpu")
+    empty = [f"{c.op} on {c.fmt}" for c in checks if c.samples == 0]
+    assert not empty, f"{install.versions_line()}: judged to run, yet no sample reached the check: {empty}"
+    bad = noc.problems(checks)
     assert not bad, f"{install.versions_line()}, {len(names)} {kind} ops:\n" + "\n".join(bad[:12])
 
 

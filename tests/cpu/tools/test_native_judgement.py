@@ -48,16 +48,49 @@ def _op(fn, *shapes, name="clone"):
 
 
 def test_an_op_is_judged_by_every_sample_not_its_first():
-    judged = native_ops.judge(_op(_REFUSES_0D, (), (), (4, 4)), E4M3FN)
+    judged = native_ops.judge(_op(_REFUSES_0D, *[()] * 5, (4, 4)), E4M3FN)
     assert judged.word == "partial", judged
-    assert judged.ran[0] == "sample 2 (4, 4)" and judged.refused == ["sample 0 ()", "sample 1 ()"]
-    assert "stand_in_cpu" in judged.why and "runs on sample 2 (4, 4)" in judged.named()
+    assert judged.ran[0] == "sample 5 (4, 4)" and judged.refused == [f"sample {i} ()" for i in range(5)]
+    assert "stand_in_cpu" in judged.why and "runs on sample 5 (4, 4)" in judged.named()
 
 
 def test_a_run_on_an_empty_tensor_does_not_show_that_an_op_runs():
     assert native_ops.judge(_op(_REFUSES_0D, (), (0, 4)), E4M3FN).word == "refused"
-    # (an op that has only empty samples is judged by them: all there is)
-    assert native_ops.judge(_op(_REFUSES_0D, (0, 4)), E4M3FN).word == "runs"
+    judged = native_ops.judge(_op(_REFUSES_0D, (0, 4)), E4M3FN)
+    assert judged.word == "n/a" and "ran only on empty tensors" in judged.why
+
+
+def test_a_run_that_writes_only_empty_float8_does_not_show_that_an_op_runs():
+    """A factory given the float8 dtype (``eye(0, n)``): no input codes, an empty output."""
+
+    def make(op, device, dtype, requires_grad):
+        yield SimpleNamespace(input=torch.ones(2, dtype=dtype), args=(), kwargs={"dtype": dtype})
+
+    def empty(x, dtype):
+        return torch.zeros(0, dtype=dtype)
+
+    factory = SimpleNamespace(name="zeros_like", variant_test_name="", op=empty, sample_inputs_func=make)
+    assert native_ops.judge(factory, E4M3FN).word == "n/a"
+
+
+def test_codes_made_for_one_format_are_judged_as_anothers():
+    """The formats share each sample's codes (``memo``): a kernel that refuses E8M0 alone is
+    refused there and runs on E4M3FN, whichever is judged first."""
+    from fp8ref.reference.formats import E8M0FNU
+
+    refuses_e8m0 = inside(
+        "torch",
+        "def f(x):\n"
+        "    if x.dtype == torch.float8_e8m0fnu:\n"
+        "        raise NotImplementedError(\"'stand_in_cpu' not implemented for 'Float8_e8m0fnu'\")\n"
+        "    return x.clone()\n",
+    )
+    op = _op(refuses_e8m0, (4, 4))
+    made = native_ops._float32_samples(op, "cpu", native_ops.JUDGED)
+    for order in ((E4M3FN, E8M0FNU), (E8M0FNU, E4M3FN)):
+        memo: dict = {}
+        words = {f.name: native_ops.judge(op, f, made=made, memo=memo).word for f in order}
+        assert words == {"e4m3fn": "runs", "e8m0fnu": "refused"}, order
 
 
 def test_a_layout_the_kernel_refuses_makes_the_op_partial_and_is_named():
