@@ -37,7 +37,7 @@ def _nothing_checked_text(what: str, trace: Any) -> str:
     if not trace.records:
         return (
             f"{what}: no op read or wrote a float8 dtype, so nothing was checked (not an FP8 program, FP8 "
-            "turned off by its configuration, or its FP8 ops inside a compiled region, which the tracer cannot see)"
+            "turned off by its configuration, or its FP8 ops inside a fused kernel, which the tracer cannot see)"
         )
     return "\n".join(
         [f"{what}: none of its {len(trace.records)} FP8 op call(s) could be checked:"]

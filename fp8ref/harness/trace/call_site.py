@@ -1,5 +1,5 @@
 """Where in the user's code a traced op was called: the innermost stack frame outside torch,
-torchao, transformers, fp8ref and Python's own library, as ``file:line``. The workloads fp8ref ships
+torchao, transformers, accelerate, fp8ref and Python's own library, as ``file:line``. The workloads fp8ref ships
 (``fp8ref/harness/workloads``) are programs the tracer runs, not its machinery: their own lines are
 the call sites of their ops."""
 
@@ -14,11 +14,11 @@ from functools import cache
 __all__ = ["call_site", "NO_SITE"]
 
 # the packages whose frames are the machinery between the user's line and the op
-_LIBRARIES = ("torch", "torchao", "transformers", "fp8ref")
+_LIBRARIES = ("torch", "torchao", "transformers", "accelerate", "fp8ref")
 
 # an op no user frame is on the stack of (the autograd engine's device threads run the backward of
 # CUDA tensors there; a C++ caller)
-NO_SITE = "<no frame outside torch, torchao, transformers and fp8ref>"
+NO_SITE = "<no frame outside torch, torchao, transformers, accelerate and fp8ref>"
 
 
 @cache
@@ -49,6 +49,8 @@ def _is_machinery(filename: str) -> bool:
     path = os.path.realpath(filename)
     if path.startswith(_SHIPPED_WORKLOADS):
         return False
+    if f"{os.sep}torchinductor_" in path:  # (code torch.compile generated: the user's line called it)
+        return True
     if path.startswith(_library_folders()):
         return True
     # the standard library (contextlib, functools: the decorators between a user and torch), but not
@@ -59,7 +61,8 @@ def _is_machinery(filename: str) -> bool:
 
 def call_site(skip: int = 1) -> str:
     """``file:line`` of the innermost frame (past the ``skip`` innermost) that is not torch's,
-    torchao's, transformers', fp8ref's or the standard library's; ``NO_SITE`` when none is."""
+    torchao's, transformers', accelerate's, fp8ref's or the standard library's; ``NO_SITE`` when
+    none is."""
     frame = sys._getframe(skip)
     while frame is not None:
         if not _is_machinery(frame.f_code.co_filename):

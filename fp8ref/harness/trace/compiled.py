@@ -7,10 +7,17 @@ the program with its compiled regions compiled (the mode steps aside while torch
 and generates code, and is back while the code runs): it sees what still reaches torch's
 dispatcher (the program's ops outside the regions, and the library calls generated code makes,
 such as ``_scaled_mm``) and checks those; what a generated kernel computes itself (a fused cast)
-it does not see. ``compare_compiled`` holds the two runs' results to each other bit for bit: the
-regions' outputs against the eager trace of the same inputs, each op of which was held to the
-definition. What ran inside generated kernels is checked at the regions' boundary only:
-``Boundary.unseen`` names those calls.
+it does not see. ``compare_compiled`` holds the two runs' results (what the program returns: its
+regions' outputs, float8 codes among them) to each other bit for bit, the eager run's ops each
+held to the definition. What ran inside generated kernels is checked through those results
+only: ``Boundary.unseen`` names those calls.
+
+Bit for bit is the right demand where a region computes what eager computes before each cast (a
+cast of its input and library GEMMs, as the shipped ``compiled.*`` workloads do). A region that
+does high-precision arithmetic before a cast may legitimately differ: inductor keeps float32
+intermediates where eager rounds each op to bfloat16, and the cast then rounds another value.
+``differs`` says where; judge such a region with ``torch._inductor.config.emulate_precision_casts``
+or by its own claims (``fp8ref.harness.claims``).
 """
 
 from __future__ import annotations
@@ -68,9 +75,9 @@ def bitwise_differences(eager: Any, compiled: Any) -> list[str]:
 class Boundary:
     """``eager``: the trace of the program with torch.compile falling back to eager (every op
     checked); ``compiled``: the trace of it with its regions compiled; ``differs``: where their
-    results differ bit for bit; ``unseen``: the FP8 calls (op, kind) the eager run made that the
-    compiled run's dispatcher did not see, with how many: inside generated kernels, checked
-    only through the regions' outputs."""
+    results differ bit for bit; ``unseen``: the FP8 calls (op packet, kind) the eager run made
+    that the compiled run's dispatcher did not see, with how many: inside generated kernels,
+    checked only through the results."""
 
     eager: Trace
     compiled: Trace
@@ -82,6 +89,9 @@ class Boundary:
         out = [f"eager: {v.report()}" for v in self.eager.violations]
         out += [f"compiled: {v.report()}" for v in self.compiled.violations]
         return out + [f"compiled regions against their eager trace: {d}" for d in self.differs]
+
+    def __str__(self) -> str:
+        return "\n".join(self.summary())
 
     def summary(self) -> list[str]:
         lines = [
@@ -96,6 +106,12 @@ class Boundary:
         return lines
 
 
+def _packet(op: str) -> str:
+    """``aten._scaled_mm.out`` -> ``aten._scaled_mm``: generated code calls an op's ``out=``
+    overload where the eager program calls another."""
+    return op.rsplit(".", 1)[0]
+
+
 def compare_compiled(fn: Callable[[], Any], eager: Trace | None = None) -> Boundary:
     """``fn`` traced with torch.compile falling back to eager (or ``eager``, that trace made
     before) and with its regions compiled, and the two held to each other. ``fn`` must compute
@@ -104,7 +120,7 @@ def compare_compiled(fn: Callable[[], Any], eager: Trace | None = None) -> Bound
 
     eager = eager if eager is not None else trace(fn)
     compiled = trace_compiled(fn)
-    seen = Counter((r.op.replace(".out", ".default"), r.kind) for r in compiled.records)
-    made = Counter((r.op, r.kind) for r in eager.records)
+    seen = Counter((_packet(r.op), r.kind) for r in compiled.records)
+    made = Counter((_packet(r.op), r.kind) for r in eager.records)
     unseen = {key: n - seen[key] for key, n in made.items() if n > seen[key]}
     return Boundary(eager, compiled, bitwise_differences(eager.result, compiled.result), unseen)

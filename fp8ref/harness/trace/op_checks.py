@@ -161,6 +161,9 @@ def classify(func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[str, str]:
         if dst.is_floating_point() or dst.dtype == torch.bool:
             return "values", packet
         return "converts", packet
+    if packet == "pad":  # (aten.pad: a constant pad writes its value, the other modes move codes)
+        mode = named_args(func, args, kwargs).get("mode", "constant")
+        return ("written", "constant_pad_nd") if mode == "constant" else _reinterpreted(packet, args, kwargs, out)
     names = [packet] + ([packet[:-1]] if packet.endswith("_") and not packet.endswith("__") else [])
     for name in names:
         kind = kind_of(name)

@@ -2,9 +2,10 @@
 dtype (and every scaled GEMM) is recorded, with its call site, and held to its kind's check
 (``op_checks``) before the traced code goes on.
 
-torch's tensors for tracing a program without running it (FakeTensor, FunctionalTensor:
-``torch.export.export``, ``run_decompositions``) pass by uncounted as calls: they hold no values.
-Running the exported program runs plain ops, recorded as any other.
+torch's tensors for tracing a program without running it (fake tensors, and functional ones
+over fake or meta tensors: ``torch.export.export``, ``run_decompositions``) hold no values: their
+ops pass, counted in ``Trace.staged``. Running the exported program runs plain ops, recorded as
+any other.
 
 Tensor subclasses (torchao's Float8TrainingTensor, Float8Tensor, MXTensor) are seen through: a
 mode is asked first, and for an op on a subclass this one returns ``NotImplemented``, so the
@@ -20,6 +21,8 @@ with this mode pushed again, so the casts and ``_scaled_mm`` inside it are recor
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 from typing import Any
 
 import torch
@@ -34,9 +37,28 @@ from .records import Record, TensorInfo, Trace
 __all__ = ["TraceMode", "CompiledTraceMode"]
 
 _HASH_DIGITS = 16
-# torch's own tensors for tracing a program without running it (torch.export, torch.compile: fake
-# and functional tensors hold no values); their ops run past the tracer, counted in Trace.staged
-_STAGING = ("torch._subclasses.fake_tensor", "torch._subclasses.functional_tensor")
+
+
+_FUNCTIONAL = (
+    "on a functional tensor over real values (torch.func.functionalize run eagerly): run, not seen into; "
+    "trace the function unfunctionalized"
+)
+
+
+def _without_values(tree: Any) -> bool:
+    """Whether the call's tensors are torch's for tracing a program without running it: fake
+    tensors, or functional ones over fake or meta tensors (``torch.export`` building its graph).
+    A functional tensor over real values (``torch.func.functionalize`` run eagerly) holds them."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch._subclasses.functional_tensor import FunctionalTensor
+
+    tensors = _tensors(tree)
+    for t in tensors:
+        if isinstance(t, FunctionalTensor):
+            t = torch._from_functional_tensor(t.elem)
+        if not (isinstance(t, FakeTensor) or t.is_meta):
+            return False
+    return bool(tensors)
 
 
 def _bytes(codes: torch.Tensor) -> bytes:
@@ -95,6 +117,23 @@ def _is_custom_op(func: Any) -> bool:
     return func.namespace not in ("aten", "prims") and _maybe_get_opdef(func) is not None
 
 
+_DYNAMO_ENTRY = os.path.join("_dynamo", "eval_frame.py")
+
+
+def _in_compiled_function() -> bool:
+    """Whether the op runs inside a torch.compile'd function (its entry frame is on the stack)."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_filename.endswith(_DYNAMO_ENTRY):
+            # (torch's own functions pass through a DisableContext there too: only an
+            # OptimizeContext is a torch.compile'd function)
+            context = frame.f_locals.get("self")
+            if type(context).__name__ == "OptimizeContext":
+                return True
+        frame = frame.f_back  # type: ignore[assignment]
+    return False
+
+
 def _below_python(tree: Any) -> Any:
     """The dispatch keys of the call's tensors below the Python mode's key: redispatched there,
     the op runs its own kernel, not this mode again."""
@@ -108,6 +147,8 @@ def _below_python(tree: Any) -> Any:
 class TraceMode(TorchDispatchMode):
     """Records into ``trace`` (see the module docstring)."""
 
+    notes_eager_compile = True  # (torch.compile'd code runs eagerly under this mode: say so)
+
     def __init__(self, trace: Trace) -> None:
         super().__init__()
         self.trace = trace
@@ -115,9 +156,14 @@ class TraceMode(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         subclasses = [t for t in types if t.__torch_dispatch__ is not torch._C._disabled_torch_dispatch_impl]
-        if any(t.__module__.startswith(_STAGING) for t in subclasses):  # (a program traced, not run)
+        if subclasses and _without_values((args, kwargs)):  # (a program traced, not run)
             self.trace.staged += 1
             return func(*args, **kwargs)
+        if any(t.__name__ == "FunctionalTensor" for t in subclasses):  # (over real values: run, not seen into)
+            out = func(*args, **kwargs)
+            if touches_float8((args, kwargs)) or touches_float8(out):
+                self._unchecked(func, args, kwargs, out, _FUNCTIONAL)
+            return out
         if subclasses:  # (the subclass runs it; its inner ops come back here)
             names = ", ".join(sorted({t.__name__ for t in subclasses}))
             self.trace.through.append((str(func), names, call_site()))
@@ -144,13 +190,28 @@ class TraceMode(TorchDispatchMode):
         record.problem, record.difference = verdict.problem, verdict.difference
         record.observed, record.known_deviations = verdict.observed, verdict.known_deviations
         self.trace.records.append(record)
+        if self.notes_eager_compile and _in_compiled_function():
+            self.trace.ran_eagerly += 1
         return out
+
+    def _unchecked(self, func: Any, args: tuple, kwargs: dict, out: Any, reason: str) -> None:
+        record = Record(
+            index=len(self.trace.records),
+            op=str(func),
+            site=call_site(),
+            inputs=tuple(_info(t, False) for t in _tensors((args, kwargs))),
+            outputs=tuple(_info(t, False) for t in _tensors(out)),
+        )
+        record.kind, record.status, record.reason = "unchecked", "unchecked", reason
+        self.trace.records.append(record)
 
 
 class CompiledTraceMode(TraceMode):
     """``TraceMode`` that lets torch.compile run: off while torch.compile traces and generates
     code, back while that code runs (``trace.compiled``). Without it torch.compile runs the
     function eagerly under the mode."""
+
+    notes_eager_compile = False
 
     @classmethod
     def ignore_compile_internals(cls) -> bool:

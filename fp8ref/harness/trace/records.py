@@ -127,12 +127,15 @@ class Trace:
     """The ordered records of one traced call, ``result`` its return value, and ``through``: the
     calls a tensor subclass (torchao's float8 and MX tensors) handled, each ``(op, subclasses,
     call site)``: the ops it ran on its inner tensors are among the records. ``staged``: the ops
-    run on torch's tracing tensors (``torch.export`` building a program: no values to check)."""
+    run on torch's tracing tensors (``torch.export`` building a program: no values to check).
+    ``ran_eagerly``: the records made inside torch.compile'd functions, which run eagerly under
+    the tracer (``trace.compiled`` checks their compiled kernels at the regions' boundary)."""
 
     records: list[Record] = dataclasses.field(default_factory=list)
     through: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
     result: Any = None
     staged: int = 0
+    ran_eagerly: int = 0
 
     @property
     def violations(self) -> list[Record]:
@@ -166,6 +169,12 @@ class Trace:
             lines.append(f"{op:<{width}}  {n:>4} call(s) on {types}: seen through (its inner ops are above)")
         if self.staged:
             lines.append(f"{self.staged} op(s) on fake or functional tensors (a program traced, not run): not checked")
+        if self.ran_eagerly:
+            lines.append(
+                f"{self.ran_eagerly} of these call(s) ran inside torch.compile'd code, which runs eagerly under the "
+                "tracer: checked here op by op; its compiled kernels are held to them by "
+                "fp8ref.harness.trace.compiled.compare_compiled"
+            )
         return lines
 
     def digest(self) -> list[str]:

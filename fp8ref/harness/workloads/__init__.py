@@ -10,7 +10,8 @@ suite checks what a team's training runs, not only what a list names.
   cached float8 weights), ``delayed_scaling`` (a TransformerEngine-style autocast in plain torch),
   ``float8_inference`` (torchao's ``quantize_``), ``mx_training`` (torchao's MXFP8 training),
   ``exported`` (an FP8 model through ``torch.export``: saved, loaded and run), ``compiled``
-  (FP8 linears as torch.compile regions, static and dynamic shapes);
+  (FP8 linears as torch.compile regions, static and dynamic shapes), ``qat`` (torchao's float8
+  QAT), ``accelerate_fp8`` (accelerate's torchao FP8 path on a small Llama);
 - ``tiny``: the seeded models and batches.
 
 A workload's own lines are the call sites its trace names: the tracer counts this folder as user

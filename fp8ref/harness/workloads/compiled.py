@@ -1,9 +1,10 @@
 """FP8 layers under ``torch.compile``, with static shapes and with dynamic ones: a 2-layer MLP
 as the ``exported`` workload's (float8 weights, inputs cast with a dynamic tensorwise scale,
 ``_scaled_mm``), each layer's forward a compiled region that returns its output and its input's
-float8 codes. ``static``: ``dynamic=False``, two batches of one shape; ``dynamic``: torch.compile's
-default, batches of 16, 24 and 32 rows (the second shape recompiles with a dynamic batch, the
-third reuses it).
+float8 codes. ``static``: ``dynamic=False``, two batches of one shape; ``dynamic``:
+``dynamic=True``, batches of 16, 24 and 32 rows through graphs with a symbolic batch size.
+``run`` resets nothing: whoever compares compiled runs starts dynamo afresh (the tests'
+``fresh_dynamo``).
 
 Traced as any workload, torch.compile runs the regions eagerly and every op is checked (and
 pinned); run again with the regions compiled (``trace.compiled.compare_compiled``, in
@@ -40,8 +41,7 @@ def _layer(x: torch.Tensor, weight_f8: torch.Tensor) -> tuple[torch.Tensor, torc
 
 def run(shapes: str) -> list[torch.Tensor]:
     """The compiled layers on each batch of ``BATCHES[shapes]``: every region's output and codes."""
-    torch._dynamo.reset()  # (this run compiles afresh: an earlier run's graphs are not this one's)
-    region = torch.compile(_layer, dynamic=False if shapes == "static" else None)
+    region = torch.compile(_layer, dynamic=shapes == "dynamic")
     weights = [(m.weight.detach().float() / W_S).to(E4M3) for m in tiny.mlp() if isinstance(m, torch.nn.Linear)]
     outs: list[torch.Tensor] = []
     for step, rows in enumerate(BATCHES[shapes]):
@@ -64,7 +64,6 @@ def compiled_refusal() -> str | None:
     """The install's words when torch.compile refuses the layer (one call, compiled)."""
     w = torch.ones(16, 16).to(E4M3)
     ok, got = attempt(lambda: torch.compile(_layer, dynamic=False)(torch.ones(16, 16, dtype=torch.bfloat16), w))
-    torch._dynamo.reset()
     return None if ok else str(got)
 
 

@@ -24,11 +24,13 @@ def key_of(workload: Workload) -> str:
     return f"workload.torchao.{workload.name}" if workload.torchao else f"workload.{workload.name}"
 
 
-def value(got: Trace) -> str:
+def value(got: Trace, workload: Workload | None = None) -> str:
     """``76 calls, digest 0123456789abcdef`` (with ``, 2 violations`` when the trace broke the
-    definition: the test of the workload fails then, and the profile says so too)."""
+    definition, and ``; <what differs>`` when the run's result is not what the workload's
+    ``holds`` wants: the test of the workload fails then, and the profile says so too)."""
     bad = f", {len(got.violations)} violations" if got.violations else ""
-    return f"{len(got.records)} calls{bad}, digest {got.fingerprint()}"
+    differs = workload.holds(got.result) if workload is not None and workload.holds is not None else None
+    return f"{len(got.records)} calls{bad}, digest {got.fingerprint()}" + (f"; {differs}" if differs else "")
 
 
 @cache
@@ -38,7 +40,7 @@ def _outcome(name: str) -> tuple[str, Trace | None]:
     if refusal is not None:
         return refusal, None
     _, got = observe(lambda: traced(name))
-    return (value(got), got) if isinstance(got, Trace) else (str(got), None)
+    return (value(got, WORKLOADS[name]), got) if isinstance(got, Trace) else (str(got), None)
 
 
 def _wanted(where: Where) -> list[Workload]:

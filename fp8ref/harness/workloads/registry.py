@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import (
+    accelerate_fp8,
     checkpointing,
     compiled,
     delayed_scaling,
@@ -11,6 +12,7 @@ from . import (
     float8_linear,
     grad_accumulation,
     mx_training,
+    qat,
     static_custom_op,
 )
 from .base import Workload
@@ -25,6 +27,8 @@ WORKLOADS: dict[str, Workload] = {
     "delayed_scaling": delayed_scaling.WORKLOAD,
     **float8_inference.WORKLOADS,
     "mx_training": mx_training.WORKLOAD,
+    "qat": qat.WORKLOAD,
+    "accelerate_fp8": accelerate_fp8.WORKLOAD,
     "exported": exported.WORKLOAD,
     **compiled.WORKLOADS,
 }

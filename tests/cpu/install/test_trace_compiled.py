@@ -21,20 +21,28 @@ def _cast(x: torch.Tensor) -> torch.Tensor:
     return (x * 2).to(E4M3)
 
 
-def test_under_the_tracer_a_compiled_function_runs_its_eager_ops(fresh_dynamo):
-    got = trace(torch.compile(_cast, backend="aot_eager"), torch.ones(4))
+def _counting(calls: list) -> object:
+    def backend(gm, example_inputs):
+        calls.append(gm)
+        return gm
+
+    return backend
+
+
+def test_under_the_tracer_a_compiled_function_runs_its_eager_ops_and_the_trace_says_so(fresh_dynamo):
+    calls: list = []
+    got = trace(torch.compile(_cast, backend=_counting(calls)), torch.ones(4))
+    assert calls == [], "torch.compile compiled under the tracer: its checks would judge generated code"
     assert [r.op for r in got.records] == ["aten._to_copy.default"] and not got.violations
+    assert got.ran_eagerly == 1 and "compare_compiled" in got.summary()[-1]
+    assert trace(_cast, torch.ones(4)).ran_eagerly == 0
 
 
 def test_traced_compiled_a_region_runs_through_its_backend(fresh_dynamo):
-    seen = []
-
-    def backend(gm, example_inputs):
-        seen.append(gm)
-        return gm
-
-    got = trace_compiled(torch.compile(_cast, backend=backend), torch.ones(4))
+    seen: list = []
+    got = trace_compiled(torch.compile(_cast, backend=_counting(seen)), torch.ones(4))
     assert len(seen) == 1, "the region was not compiled under trace_compiled"
+    assert got.ran_eagerly == 0
     assert got.result.view(torch.uint8).tolist() == [0x40] * 4  # (2.0 in E4M3)
 
 
@@ -56,3 +64,20 @@ def test_two_nan_payloads_differ():
     b = torch.tensor([0xFF], dtype=torch.uint8).view(E4M3)
     assert bitwise_differences((a,), (b,)) == ["output 0 (torch.float8_e4m3fn(1,)): 1 of 1 bytes differ compiled"]
     assert bitwise_differences({"x": 1}, {"x": 1}) == [] and bitwise_differences({"x": 1}, {"x": 2})
+
+
+def test_a_calls_packet_matches_its_other_overloads():
+    from fp8ref.harness.trace.compiled import _packet
+
+    assert _packet("aten._scaled_mm.out") == _packet("aten._scaled_mm.default") == "aten._scaled_mm"
+    assert _packet("aten.outer.default") == "aten.outer"
+
+
+def test_functionalized_ops_on_real_values_are_recorded_unchecked_not_passed():
+    """A functional tensor over real values (``functionalize`` run eagerly) is no program traced
+    without running: its float8 ops are recorded, unchecked with the reason, not let through."""
+    from torch._subclasses.functional_tensor import dispatch_functionalize
+
+    got = trace(dispatch_functionalize(lambda x: (x * 2).to(E4M3).float()), torch.ones(4))
+    assert got.staged == 0 and got.records, got.summary()
+    assert all(r.status == "unchecked" and "functional tensor over real values" in r.reason for r in got.records)

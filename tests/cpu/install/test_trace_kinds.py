@@ -70,3 +70,18 @@ def test_a_destinations_old_bytes_are_not_pinned_so_the_trace_repeats():
 def test_a_probe_that_returns_no_keys_is_fp8refs_error_not_a_value():
     with pytest.raises(TypeError, match="expected a dict of keys, got NoneType"):
         keys_or_refusal(["k"], lambda: None)
+
+
+@pytest.mark.parametrize(("mode", "kind"), [("constant", "written"), ("replicate", "movement")])
+def test_aten_pad_of_float8_is_held_to_its_mode(mode, kind):
+    """``aten.pad`` (torchao's pad_inner_dim reaches the tracer with it, through its float8
+    tensor, on accelerate's FP8 path): a constant pad writes its value, as constant_pad_nd does;
+    the other modes move codes. A constant pad that writes another value fails."""
+    x = torch.linspace(-2, 2, 12).reshape(1, 3, 4).to(E4M3)
+    args = (x, [1, 2], mode, 0.0 if mode == "constant" else None)
+    out = torch.nn.functional.pad(x.view(torch.uint8), [1, 2], mode=mode).view(E4M3)  # (codes moved, zeros)
+    verdict = check_call(torch.ops.aten.pad.default, args, {}, out)
+    assert (verdict.kind, verdict.status) == (kind, "ok"), verdict
+    if mode == "constant":
+        wrong = torch.nn.functional.pad(x.float(), [1, 2], value=1.0).to(E4M3)  # (ones where zeros belong)
+        assert check_call(torch.ops.aten.pad.default, args, {}, wrong).status == "violation"

@@ -30,6 +30,8 @@ MUST_RUN = {
     "float8_inference.": {CAST},
     "mx_training": {CAST, ("aten.to.dtype", "values")},
     "exported": {CAST, SCALED_MM},
+    "qat": {CAST, ("aten._to_copy.default", "values")},
+    "accelerate_fp8": {CAST, SCALED_MM, ("aten.pad.default", "written")},
     "compiled.": {CAST, SCALED_MM},
 }
 
@@ -103,3 +105,19 @@ def test_a_compiled_workloads_regions_give_its_eager_outputs_bit_for_bit(
         record_observation(f"workload {name}: {op} ({kind})", f"x{n} inside compiled code: checked at the boundary")
     assert not boundary.problems(), "\n".join(boundary.problems())
     assert boundary.unseen, f"{name}: the compiled run showed every FP8 call: were the regions compiled at all?"
+
+
+def test_a_workloads_result_that_breaks_its_holds_fails_its_check(skip_if_refused):
+    """``check`` holds the run's result to ``Workload.holds`` (the exported program against its
+    eager model), and the profile's value says so too; exporting ran on fake tensors (staged)."""
+    import dataclasses
+
+    from fp8ref.harness.workloads.profile_keys import value
+
+    workload = WORKLOADS["exported"]
+    skip_if_refused(workload.refusal(), f"the exported workload ({workload.what})")
+    got = traced("exported")
+    assert got.staged > 0, "torch.export ran no op on fake tensors under the tracer"
+    broken = dataclasses.replace(workload, holds=lambda result: "the loaded program's output differs")
+    assert "the loaded program's output differs" in str(check(broken, got))
+    assert value(got, broken).endswith("; the loaded program's output differs")
