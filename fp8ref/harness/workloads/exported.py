@@ -61,8 +61,9 @@ def _round_trip(model: torch.nn.Module, x: torch.Tensor) -> torch.nn.Module:
     """``model`` exported (batch dimension dynamic), decomposed, saved and loaded: the module of
     the loaded program."""
     batch = torch.export.Dim("batch", min=2, max=64)
-    with warnings.catch_warnings():  # (torch.export's own use of a pytree API it deprecates)
-        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+    with warnings.catch_warnings():  # (torch.export's own notes on its internals, not on this program)
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)  # (2.13's pytree)
+        warnings.filterwarnings("ignore", message="The given buffer is not writable", category=UserWarning)  # (2.9.1)
         program = torch.export.export(model, (x,), dynamic_shapes=({0: batch},)).run_decompositions()
         buffer = io.BytesIO()
         torch.export.save(program, buffer)
