@@ -6,6 +6,7 @@ precision); two SGD steps of the causal-LM loss through ``accelerator.backward``
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -68,6 +69,7 @@ def run() -> list[float]:
         _fresh_state()
 
 
+@functools.cache  # (a fact of the install: asked by the profile and by the test, answered once)
 def refusal() -> str | None:
     """The install's words when accelerate's AORecipeKwargs, transformers' Llama or torchao's
     tensorwise Float8Linear is not there, or accelerate refuses to prepare one FP8 Linear."""

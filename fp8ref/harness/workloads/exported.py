@@ -11,6 +11,7 @@ ops on the same codes."""
 
 from __future__ import annotations
 
+import functools
 import io
 import warnings
 
@@ -90,6 +91,7 @@ def holds(result: dict[str, list[torch.Tensor]]) -> str | None:
     return None
 
 
+@functools.cache  # (a fact of the install: asked by the profile and by the test, answered once)
 def refusal() -> str | None:
     """The install's words when ``_scaled_mm`` takes no tensorwise E4M3 GEMM into bfloat16, or
     ``torch.export`` refuses a float8 buffer: one small layer exported, saved and loaded."""

@@ -7,6 +7,7 @@ and one forward after it."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -50,6 +51,7 @@ def run() -> dict[str, Any]:
     return {"losses": losses, "convert": "converted" if ok else words, "after": after}
 
 
+@functools.cache  # (a fact of the install: asked by the profile and by the test, answered once)
 def refusal() -> str | None:
     """The install's words when torchao's float8 QAT (``QATConfig``, ``Float8FakeQuantizeConfig``)
     does not import, or its prepare step refuses one small layer."""
