@@ -31,12 +31,20 @@ __all__ = ["trace", "Trace", "Record", "TensorInfo", "Difference"]
 
 def trace(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Trace:
     """Run ``fn(*args, **kwargs)`` under the tracer; its return value is ``Trace.result``. What
-    ``fn`` raises propagates (the records so far are lost with it)."""
+    ``fn`` raises propagates (the records so far are lost with it). Where torch.compile'd code
+    ran under it (eagerly: ``Trace.ran_eagerly``), dynamo's caches are reset afterwards, since
+    dynamo marks a function it was refused to run eagerly from then on."""
     if not callable(fn):
         raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
     from .recorder import TraceMode
 
     result = Trace()
-    with TraceMode(result):
-        result.result = fn(*args, **kwargs)
+    try:
+        with TraceMode(result):
+            result.result = fn(*args, **kwargs)
+    finally:
+        if result.ran_eagerly:  # (dynamo, refused by the mode, marked those functions to stay eager)
+            import torch._dynamo
+
+            torch._dynamo.reset()
     return result

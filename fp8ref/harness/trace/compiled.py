@@ -115,10 +115,14 @@ def _packet(op: str) -> str:
 def compare_compiled(fn: Callable[[], Any], eager: Trace | None = None) -> Boundary:
     """``fn`` traced with torch.compile falling back to eager (or ``eager``, that trace made
     before) and with its regions compiled, and the two held to each other. ``fn`` must compute
-    the same thing each call (a seeded program that builds its own state)."""
+    the same thing each call (a seeded program that builds its own state). Dynamo's caches are
+    reset between the two runs (``torch._dynamo.reset``): the process compiles afresh."""
     from . import trace
 
     eager = eager if eager is not None else trace(fn)
+    # (dynamo, refused by the tracer's mode, has marked the program's compiled functions to run
+    # eagerly from then on: forgotten, so that this run compiles them)
+    torch._dynamo.reset()
     compiled = trace_compiled(fn)
     seen = Counter((_packet(r.op), r.kind) for r in compiled.records)
     made = Counter((_packet(r.op), r.kind) for r in eager.records)

@@ -81,3 +81,14 @@ def test_functionalized_ops_on_real_values_are_recorded_unchecked_not_passed():
     got = trace(dispatch_functionalize(lambda x: (x * 2).to(E4M3).float()), torch.ones(4))
     assert got.staged == 0 and got.records, got.summary()
     assert all(r.status == "unchecked" and "functional tensor over real values" in r.reason for r in got.records)
+
+
+def test_after_a_trace_a_compiled_function_compiles_again(fresh_dynamo):
+    """Refused by the tracer's mode, dynamo marks the function to run eagerly from then on: the
+    trace resets it, so the program's next call, outside the tracer, compiles."""
+    calls: list = []
+    compiled = torch.compile(_cast, backend=_counting(calls))
+    trace(compiled, torch.ones(4))
+    assert calls == []
+    compiled(torch.ones(4))
+    assert len(calls) == 1, "the function stayed eager after the trace"
