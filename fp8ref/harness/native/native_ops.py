@@ -158,26 +158,30 @@ def _three_ways(codes: torch.Tensor, fmt: FloatFormat, wide: bool = True) -> dic
     return {"float8": codes.view(dtype), "uint8": codes, "float64": values}
 
 
+def _info_kind(op: Any) -> str | None:
+    """``unary`` or ``binary`` when torch catalogues ``op`` as an elementwise ufunc (its
+    UnaryUfuncInfo or BinaryUfuncInfo, told by class name: importing torch's OpInfo classes needs
+    expecttest, and a stand-in op is none of them), else None."""
+    names = {c.__name__ for c in type(op).__mro__}
+    return "unary" if "UnaryUfuncInfo" in names else "binary" if "BinaryUfuncInfo" in names else None
+
+
 def _is_elementwise(op: Any) -> bool:
     """Whether torch catalogues ``op`` as an elementwise (unary or binary) ufunc."""
-    from torch.testing._internal.opinfo.core import BinaryUfuncInfo, UnaryUfuncInfo
-
-    return isinstance(op, (UnaryUfuncInfo, BinaryUfuncInfo))
+    return _info_kind(op) is not None
 
 
 def _every_code_samples(op: Any, fmt: FloatFormat, device: str) -> list[Sample]:
     """For torch's elementwise ops (its Unary/BinaryUfuncInfo): every code (unary) or every pair
     of codes (binary: 65,536), in one tensor (torch's vectorized path) and in tensors of 32 (its
     scalar path, taken below 64 elements on the CPU)."""
-    from torch.testing._internal.opinfo.core import BinaryUfuncInfo, UnaryUfuncInfo
-
     if not _is_elementwise(op) or not _takes_ufunc_form(op, device):
         return []
     codes = torch.arange(256, device=device).to(torch.uint8)
     inputs: list[tuple[torch.Tensor, ...]]
-    if isinstance(op, UnaryUfuncInfo):
+    if _info_kind(op) == "unary":
         inputs = [(codes[i : i + n],) for i, n in [(0, 256)] + [(j, 32) for j in range(0, 256, 32)]]
-    elif isinstance(op, BinaryUfuncInfo):
+    elif _info_kind(op) == "binary":
         a, b = codes.repeat_interleave(256), codes.repeat(256)
         special = torch.tensor([0x00, 0x80, 0x7F, 0xFF, 0x01, 0x81, 0x7E, 0xFE], device=device).to(torch.uint8)
         sa, sb = special.repeat_interleave(8)[:32], special.repeat(8)[:32]
@@ -193,9 +197,7 @@ def _takes_ufunc_form(op: Any, device: str) -> bool:
     """Whether ``op`` runs as ``op(x)`` (unary) or ``op(x, y)`` (binary) on float32 tensors: some
     catalogued elementwise ops need more (``fill`` a value), and their every-code form is no call
     of theirs."""
-    from torch.testing._internal.opinfo.core import UnaryUfuncInfo
-
-    args = [torch.ones(4, device=device)] * (1 if isinstance(op, UnaryUfuncInfo) else 2)
+    args = [torch.ones(4, device=device)] * (1 if _info_kind(op) == "unary" else 2)
     try:
         op.op(*args)
     except (TypeError, RuntimeError):  # (float32, the catalogue's own dtype: not this op's form)
