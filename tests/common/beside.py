@@ -62,10 +62,6 @@ def pytest_each_result(done: subprocess.CompletedProcess, name: str) -> subproce
 
 
 def _spawn(argv: list[str], kwargs: dict) -> subprocess.Popen:
-    # An environment of its own (a copy taken here): without ``env``, the child execs with the
-    # process's live ``environ`` array, which a library in another thread may reallocate with
-    # setenv at that moment (Linux vforks for Popen): seen as "OSError: [Errno 14] Bad address".
-    kwargs = {"env": dict(os.environ), **kwargs}
     return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
 
 
@@ -94,6 +90,12 @@ class ProcessQueue:
         self._thread.start()
 
     def submit(self, name: str, argv: list[str], **popen_kwargs: Any) -> None:
+        """Queue ``argv``; it runs in the folder and with the environment of this moment (copies):
+        it may start while a test has changed them (``monkeypatch.chdir``, ``setenv``), and
+        without ``env`` a child execs with the live ``environ`` array, which a library in another
+        thread may reallocate with setenv at that moment (Linux vforks for Popen: seen as
+        "OSError: [Errno 14] Bad address")."""
+        popen_kwargs = {"cwd": os.getcwd(), "env": dict(os.environ), **popen_kwargs}
         with self._lock:
             if name in self._jobs:
                 raise ValueError(f"name: {name!r} was submitted already")

@@ -28,8 +28,8 @@ folder = Path(sys.argv[1])
 here = load(ROOT / "tests" / "golden" / "cpu.json")
 fp8ref.harness.profiles.profile.collect = lambda device="cpu", **kw: copy.deepcopy(here)
 
-CPU_TEST = "tests/cpu/tools/test_golden_profile.py"
-GPU_TEST = "tests/gpu/test_golden_profile.py"
+CPU_TEST = str(ROOT / "tests" / "cpu" / "tools" / "test_golden_profile.py")
+GPU_TEST = str(ROOT / "tests" / "gpu" / "test_golden_profile.py")
 mine = folder / "stack.json"
 results: dict = {}
 

@@ -51,6 +51,22 @@ def test_a_reader_runs_a_process_that_has_not_started_instead_of_waiting(tmp_pat
         queue.close()
 
 
+def test_a_process_runs_in_the_folder_and_environment_of_its_submission(tmp_path, monkeypatch):
+    """A queued process may start while a test has moved into its own folder or set a variable
+    (monkeypatch): it runs where and with what it was submitted, not what that test changed."""
+    queue = ProcessQueue()
+    try:
+        queue.submit("long", python_code("import time; time.sleep(600)"))
+        monkeypatch.setenv("FP8REF_QUEUE_PROBE", "at submission")
+        queue.submit("where", python_code("import os; print(os.getcwd(), os.environ['FP8REF_QUEUE_PROBE'])"))
+        submitted = os.getcwd()
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("FP8REF_QUEUE_PROBE", "a test's own")
+        assert queue.result("where", timeout=60).stdout.split() == [submitted, "at", "submission"]
+    finally:
+        queue.close()
+
+
 def test_a_process_that_cannot_start_fails_its_reader_and_the_queue_goes_on(tmp_path):
     queue = ProcessQueue()
     try:
