@@ -80,7 +80,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"autocast: {f}": autocast_fault_caught(f) for f in AUTOCAST_FAULTS}
     results |= {f"FP8 block checkpoints: {f}": block_fp8_fault_caught(f) for f in BLOCK_FP8_FAULTS}
     results |= {f"the tracer: {f}": trace_fault_caught(f) for f in TRACE_FAULTS if trace_fault_refusal(f) is None}
-    if WORKLOADS["static_custom_op"].refusal() is None:
+    if WORKLOADS["static_custom_op"].refusal("cpu") is None:
         results["a workload: re-quantizing copy_ into float8 keeps stale codes"] = workload_fault_caught()
     results["a compiled region: a miscompiled cast one code toward zero"] = compiled_fault_caught()
     if native_ops.catalogue_refusal() is None:  # these stand-ins are built from torch's OpInfo catalogue

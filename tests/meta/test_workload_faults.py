@@ -77,7 +77,7 @@ def workload_fault_caught() -> bool:
 
 def test_the_workload_catches_a_requantization_fault_naming_the_op_and_its_line(skip_if_refused):
     workload = WORKLOADS["static_custom_op"]
-    skip_if_refused(workload.refusal(), "the static_custom_op workload")
+    skip_if_refused(workload.refusal("cpu"), "the static_custom_op workload")
     with _requantization_skips_one_step_changes():
         got = trace(workload.run)
     problem = check(workload, got)
@@ -94,7 +94,7 @@ def _profile(got: Trace) -> dict:
 
 def test_the_upgrade_report_locates_the_fault_at_the_first_call_that_diverges(skip_if_refused):
     workload = WORKLOADS["static_custom_op"]
-    skip_if_refused(workload.refusal(), "the static_custom_op workload")
+    skip_if_refused(workload.refusal("cpu"), "the static_custom_op workload")
     clean = trace(workload.run)
     with _requantization_skips_one_step_changes():
         faulty = trace(workload.run)

@@ -45,18 +45,24 @@ def _model() -> Any:
     return LlamaForCausalLM(config).to(torch.bfloat16)  # type: ignore[arg-type]  # (nn.Module.to: a dtype)
 
 
-def run() -> list[float]:
-    """Two steps of the prepared model; the losses."""
+def _accelerator(device: str) -> Any:
+    """accelerate's FP8 Accelerator with torchao's recipe, on the CPU or on the (current) CUDA device."""
     from accelerate import Accelerator
     from accelerate.utils import AORecipeKwargs
 
+    return Accelerator(mixed_precision="fp8", kwargs_handlers=[AORecipeKwargs()], cpu=device == "cpu")
+
+
+def run() -> list[float]:
+    """Two steps of the prepared model; the losses."""
     _fresh_state()
     try:
         model = _model()
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        accelerator = Accelerator(mixed_precision="fp8", kwargs_handlers=[AORecipeKwargs()], cpu=True)
+        accelerator = _accelerator(tiny.device())
         model, opt = accelerator.prepare(model, opt)
         ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(tiny.SEED + 1))
+        ids = ids.to(accelerator.device)
         losses = []
         for _ in range(STEPS):
             loss = model(input_ids=ids, labels=ids).loss
@@ -70,29 +76,25 @@ def run() -> list[float]:
 
 
 @functools.cache  # (a fact of the install: asked by the profile and by the test, answered once)
-def refusal() -> str | None:
+def refusal(device: str = "cpu") -> str | None:
     """The install's words when accelerate's AORecipeKwargs, transformers' Llama or torchao's
     tensorwise Float8Linear is not there, or accelerate refuses to prepare one FP8 Linear."""
     words = (
         import_refusal("accelerate.utils", ("AORecipeKwargs",))
         or import_refusal("transformers", ("LlamaConfig", "LlamaForCausalLM"))
-        or torchao_recipe_refusal("tensorwise")
+        or torchao_recipe_refusal("tensorwise", device)
     )
     if words is not None:
         return words
 
     def prepare_one() -> Any:
-        from accelerate import Accelerator
-        from accelerate.utils import AORecipeKwargs
-
         _fresh_state()
         try:
-            accelerator = Accelerator(mixed_precision="fp8", kwargs_handlers=[AORecipeKwargs()], cpu=True)
-            return accelerator.prepare(torch.nn.Sequential(torch.nn.Linear(16, 16, bias=False)))
+            return _accelerator(device).prepare(torch.nn.Sequential(torch.nn.Linear(16, 16, bias=False)))
         finally:
             _fresh_state()
 
-    ok, got = attempt(prepare_one)
+    ok, got = attempt(prepare_one, device)
     return None if ok else str(got)
 
 

@@ -18,10 +18,11 @@ __all__ = ["Workload", "check", "source_file"]
 class Workload:
     """One tiny, deterministic FP8 training or inference program.
 
-    ``refusal()``: None when this install runs it, else the install's words (asked with the
-    smallest call, ``stack.refusals.attempt``); ``run()``: builds its model from a fixed seed and
-    runs it. ``expects``: ``(op, kind) -> n``, the FP8 calls its program makes at least, so a trace
-    that saw less did not check what the workload is for. ``module``: the module whose lines
+    ``refusal(device)``: None when this install runs it on ``device``, else the install's words
+    (asked with the smallest call, ``stack.refusals.attempt``); ``run()``: builds its model from a
+    fixed seed and runs it, on the device of ``tiny.on`` (the CPU, or a CUDA twin's GPU).
+    ``expects``: ``(op, kind) -> n``, the FP8 calls its program makes at least, so a trace that
+    saw less did not check what the workload is for. ``module``: the module whose lines
     call its ops (the call sites a trace of it names). ``torchao``: whether its program is
     torchao's (its profile key is then torchao's too, ``workloads.profile_keys``). ``holds``: what
     ``run()``'s result must satisfy besides the trace (None when it does, else what differs), for a
@@ -34,7 +35,7 @@ class Workload:
     what: str
     module: str
     run: Callable[[], Any]
-    refusal: Callable[[], str | None]
+    refusal: Callable[[str], str | None]
     expects: dict[tuple[str, str], int]
     torchao: bool = True
     holds: Callable[[Any], str | None] | None = None

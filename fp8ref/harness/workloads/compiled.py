@@ -53,17 +53,18 @@ def run(shapes: str) -> list[torch.Tensor]:
     return outs
 
 
-def refusal() -> str | None:
+def refusal(device: str = "cpu") -> str | None:
     """The install's words when ``_scaled_mm`` takes no tensorwise E4M3 GEMM into bfloat16 (the
     eager run, what the tracer checks op by op; whether torch.compile takes the regions is asked
     where they run compiled, ``compiled_refusal``)."""
-    return scaled_mm_refusal("tensorwise", torch.bfloat16)
+    return scaled_mm_refusal("tensorwise", torch.bfloat16, device)
 
 
-def compiled_refusal() -> str | None:
-    """The install's words when torch.compile refuses the layer (one call, compiled)."""
-    w = torch.ones(16, 16).to(E4M3)
-    ok, got = attempt(lambda: torch.compile(_layer, dynamic=False)(torch.ones(16, 16, dtype=torch.bfloat16), w))
+def compiled_refusal(device: str = "cpu") -> str | None:
+    """The install's words when torch.compile refuses the layer on ``device`` (one call, compiled)."""
+    w = torch.ones(16, 16, device=device).to(E4M3)
+    x = torch.ones(16, 16, dtype=torch.bfloat16, device=device)
+    ok, got = attempt(lambda: torch.compile(_layer, dynamic=False)(x, w), device)
     return None if ok else str(got)
 
 

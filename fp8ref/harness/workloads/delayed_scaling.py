@@ -44,7 +44,7 @@ def _cast(t: torch.Tensor, ds: DelayedScaling) -> tuple[torch.Tensor, torch.Tens
     dtype = ds.fmt.torch_dtype()
     codes = (t.float() * scale).clamp(-ds.fmt.max, ds.fmt.max).to(dtype)
     ds.update(t.detach().abs().max().float())
-    return codes, (1.0 / scale).to(torch.float32)
+    return codes, (1.0 / scale).to(t.device, torch.float32)
 
 
 class _Fp8Linear(torch.autograd.Function):

@@ -92,14 +92,14 @@ def holds(result: dict[str, list[torch.Tensor]]) -> str | None:
 
 
 @functools.cache  # (a fact of the install: asked by the profile and by the test, answered once)
-def refusal() -> str | None:
+def refusal(device: str = "cpu") -> str | None:
     """The install's words when ``_scaled_mm`` takes no tensorwise E4M3 GEMM into bfloat16, or
     ``torch.export`` refuses a float8 buffer: one small layer exported, saved and loaded."""
-    words = scaled_mm_refusal("tensorwise", torch.bfloat16)
+    words = scaled_mm_refusal("tensorwise", torch.bfloat16, device)
     if words is not None:
         return words
-    layer = torch.nn.Sequential(Fp8Linear(torch.nn.Linear(16, 16, bias=False)))
-    ok, got = attempt(lambda: _round_trip(layer, torch.ones(16, 16, dtype=torch.bfloat16)))
+    layer = torch.nn.Sequential(Fp8Linear(torch.nn.Linear(16, 16, bias=False, device=device)))
+    ok, got = attempt(lambda: _round_trip(layer, torch.ones(16, 16, dtype=torch.bfloat16, device=device)), device)
     return None if ok else str(got)
 
 

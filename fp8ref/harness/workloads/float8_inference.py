@@ -39,9 +39,9 @@ def run(config: str) -> torch.Tensor:
 
 
 @functools.cache
-def refusal(config: str) -> str | None:
+def refusal(config: str, device: str = "cpu") -> str | None:
     """The install's words when torchao does not quantize and run one bfloat16 Linear(32, 16)
-    with ``config`` here."""
+    with ``config`` on ``device``."""
     missing = torchao_float8_refusal()
     if missing is not None:
         return missing
@@ -49,11 +49,11 @@ def refusal(config: str) -> str | None:
     def smallest() -> torch.Tensor:
         from torchao.quantization import quantize_
 
-        lin = torch.nn.Sequential(torch.nn.Linear(32, 16, bias=False, dtype=torch.bfloat16))
+        lin = torch.nn.Sequential(torch.nn.Linear(32, 16, bias=False, dtype=torch.bfloat16, device=device))
         quantize_(lin, _config(config))
-        return lin(torch.ones(16, 32, dtype=torch.bfloat16))
+        return lin(torch.ones(16, 32, dtype=torch.bfloat16, device=device))
 
-    ok, result = attempt(smallest)
+    ok, result = attempt(smallest, device)
     return None if ok else str(result)
 
 

@@ -46,7 +46,7 @@ def run() -> list[float]:
 
 
 @functools.cache
-def refusal() -> str | None:
+def refusal(device: str = "cpu") -> str | None:
     """The install's words when torchao does not convert one bfloat16 Linear(32, 32) for MXFP8
     training and run it forward and backward on 32 tokens."""
     missing = torchao_float8_refusal() or import_refusal(_CONFIG, ("MXFP8TrainingOpConfig", "MXFP8TrainingRecipe"))
@@ -54,13 +54,13 @@ def refusal() -> str | None:
         return missing
 
     def smallest() -> Any:
-        lin = torch.nn.Sequential(torch.nn.Linear(32, 32, bias=False, dtype=torch.bfloat16))
+        lin = torch.nn.Sequential(torch.nn.Linear(32, 32, bias=False, dtype=torch.bfloat16, device=device))
         _convert(lin)
-        x = torch.ones(32, 32, dtype=torch.bfloat16, requires_grad=True)
+        x = torch.ones(32, 32, dtype=torch.bfloat16, device=device, requires_grad=True)
         lin(x).sum().backward()
         return x.grad
 
-    ok, result = attempt(smallest)
+    ok, result = attempt(smallest, device)
     return None if ok else str(result)
 
 

@@ -52,7 +52,7 @@ def run() -> dict[str, Any]:
 
 
 @functools.cache  # (a fact of the install: asked by the profile and by the test, answered once)
-def refusal() -> str | None:
+def refusal(device: str = "cpu") -> str | None:
     """The install's words when torchao's float8 QAT (``QATConfig``, ``Float8FakeQuantizeConfig``)
     does not import, or its prepare step refuses one small layer."""
     words = torchao_float8_refusal() or import_refusal(
@@ -65,11 +65,11 @@ def refusal() -> str | None:
         from torchao.quantization import quantize_
         from torchao.quantization.qat import QATConfig
 
-        layer = torch.nn.Sequential(torch.nn.Linear(16, 16, bias=False, dtype=torch.bfloat16))
+        layer = torch.nn.Sequential(torch.nn.Linear(16, 16, bias=False, dtype=torch.bfloat16, device=device))
         quantize_(layer, QATConfig(_config(), step="prepare"))
-        return layer(torch.ones(16, 16, dtype=torch.bfloat16))
+        return layer(torch.ones(16, 16, dtype=torch.bfloat16, device=device))
 
-    ok, got = attempt(prepare_one)
+    ok, got = attempt(prepare_one, device)
     return None if ok else str(got)
 
 

@@ -112,9 +112,11 @@ def run() -> list[float]:
     return losses
 
 
-def refusal() -> str | None:
+def refusal(device: str = "cpu") -> str | None:
     """The install's words when ``_scaled_mm`` takes no tensorwise E4M3 GEMM into bfloat16 or float32."""
-    return scaled_mm_refusal("tensorwise", torch.bfloat16) or scaled_mm_refusal("tensorwise", torch.float32)
+    return scaled_mm_refusal("tensorwise", torch.bfloat16, device) or scaled_mm_refusal(
+        "tensorwise", torch.float32, device
+    )
 
 
 WORKLOAD = Workload(

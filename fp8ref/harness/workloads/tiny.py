@@ -1,12 +1,38 @@
-"""The tiny models and batches the workloads train, from fixed seeds (no FP8 op runs here)."""
+"""The tiny models and batches the workloads train, from fixed seeds (no FP8 op runs here), on
+the device a workload runs on (``on``: the CPU unless a CUDA twin runs; ``device``). They are
+drawn on the CPU from generators of their own and then moved, so a CUDA twin trains the CPU
+workload's very weights and batches."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 import torch
 
-__all__ = ["SEED", "mlp", "batch"]
+from ..stack.install import device_kind
+
+__all__ = ["SEED", "mlp", "batch", "on", "device"]
 
 SEED = 0
+_DEVICE = contextvars.ContextVar("fp8ref_workload_device", default="cpu")
+
+
+def device() -> str:
+    """The device the running workload builds its model, batches and tensors on."""
+    return _DEVICE.get()
+
+
+@contextlib.contextmanager
+def on(where: str) -> Iterator[None]:
+    """Workloads run inside build on ``where`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``)."""
+    device_kind(where)  # (validates, naming the argument)
+    token = _DEVICE.set(where)
+    try:
+        yield
+    finally:
+        _DEVICE.reset(token)
 
 
 def mlp(dims: tuple[int, ...] = (64, 64, 32), dtype: torch.dtype = torch.bfloat16) -> torch.nn.Sequential:
@@ -24,7 +50,7 @@ def mlp(dims: tuple[int, ...] = (64, 64, 32), dtype: torch.dtype = torch.bfloat1
         with torch.no_grad():
             linear.weight.copy_(((torch.rand(fan_out, fan_in, generator=gen) * 2 - 1) * bound).to(dtype))
         layers.append(linear)
-    return torch.nn.Sequential(*layers)
+    return torch.nn.Sequential(*layers).to(device())
 
 
 def batch(
@@ -32,4 +58,5 @@ def batch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(inputs, targets)`` of step ``step``: ``rows`` x ``cols`` and ``rows`` x ``outs``."""
     gen = torch.Generator().manual_seed(SEED + 1 + step)
-    return torch.randn(rows, cols, generator=gen).to(dtype), torch.randn(rows, outs, generator=gen).to(dtype)
+    x, target = torch.randn(rows, cols, generator=gen), torch.randn(rows, outs, generator=gen)
+    return x.to(dtype).to(device()), target.to(dtype).to(device())

@@ -9,14 +9,17 @@ from functools import cache
 
 from ...reference.validate import one_of
 from ..trace import Trace, trace
+from . import tiny
 from .registry import WORKLOADS
 
 __all__ = ["traced"]
 
 
 @cache
-def traced(name: str) -> Trace:
-    """The trace of the workload ``name`` on this install (its ``run()`` under the tracer); for a
-    workload the install does not refuse. What the run raises propagates and is not kept."""
+def traced(name: str, device: str = "cpu") -> Trace:
+    """The trace of the workload ``name`` on this install and ``device`` (its ``run()`` under the
+    tracer, inside ``tiny.on(device)``: a CUDA twin on a GPU); for a workload the install does not
+    refuse there. What the run raises propagates and is not kept."""
     one_of(name, WORKLOADS, "name")
-    return trace(WORKLOADS[name].run)
+    with tiny.on(device):
+        return trace(WORKLOADS[name].run)

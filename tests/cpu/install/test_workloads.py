@@ -4,7 +4,8 @@ for (casts, scaled GEMMs, the in-place re-quantization of a cached float8 weight
 checked, and every call site a line of the workload's own module (the tracer names a shipped
 workload's lines as a user's, docs/trace.md). A workload the install refuses skips with its words.
 Each trace is the one the behaviour profile pins (``workloads.traced``: once per session); the
-golden test holds its digest, and the upgrade report names where it first diverges.
+golden test holds its digest, and the upgrade report names where it first diverges. Each also
+runs as its CUDA twin (the ``cuda`` cases: ``pytest -m gpu``, on the CPU under --fp8-dry-run).
 The fault only a workload reaches is tests/meta/test_workload_faults.py."""
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from fp8ref.harness.trace import trace
 from fp8ref.harness.workloads import WORKLOADS, check
 from fp8ref.harness.workloads.base import source_file
 from fp8ref.harness.workloads.traced import traced
+from tests.common.params import on_devices
+
+ON_DEVICES = on_devices(pytest.mark.sm(89, "FP8 tensor cores"))
 
 CAST, SCALED_MM = ("aten._to_copy.default", "cast"), ("aten._scaled_mm.default", "scaled_mm")
 # what each program must run, whatever its workload's own list says
@@ -41,15 +45,19 @@ def _must_run(name: str) -> set[tuple[str, str]]:
     return kinds
 
 
+@ON_DEVICES
 @pytest.mark.parametrize("name", WORKLOADS)
-def test_the_workload_traces_clean(name, skip_if_refused):
+def test_the_workload_traces_clean(name, device, skip_if_refused):
+    """On the CPU, and as its CUDA twin on a GPU (the same seeded weights and batches moved there,
+    ``tiny.on``): torch's CUDA kernels and torchao's GPU paths held to the definition op by op."""
     workload = WORKLOADS[name]
-    skip_if_refused(workload.refusal(), f"the {name} workload ({workload.what})")
-    got = traced(name)  # (the trace the profile pins: one run of each workload per session)
+    skip_if_refused(workload.refusal(device), f"the {name} workload on {device} ({workload.what})")
+    got = traced(name, device)  # (the trace the profile pins: one run of each workload per session)
     problem = check(workload, got)
-    assert problem is None, problem
+    assert problem is None, f"on {device}: {problem}"
     seen = {(r.op, r.kind) for r in got.records if r.status != "unchecked"}
-    assert _must_run(name) <= seen, f"{name}: never checked {sorted(_must_run(name) - seen)}; checked {sorted(seen)}"
+    missed = sorted(_must_run(name) - seen)
+    assert not missed, f"{name} on {device}: never checked {missed}; checked {sorted(seen)}"
     own = source_file(workload)
     assert own.endswith(os.path.join("fp8ref", "harness", "workloads", f"{workload.module.rpartition('.')[2]}.py"))
     assert {os.path.realpath(r.site.rpartition(":")[0]) for r in got.records} == {own}, {r.site for r in got.records}
@@ -64,7 +72,7 @@ def test_the_custom_op_is_seen_through_and_its_trace_repeats(skip_if_refused):
     op by op and keeps the op itself among the calls seen through; a second run from the same
     seed computes the same float8 codes the same way (the digest)."""
     workload = WORKLOADS["static_custom_op"]
-    skip_if_refused(workload.refusal(), "the static_custom_op workload")
+    skip_if_refused(workload.refusal("cpu"), "the static_custom_op workload")
     got = traced("static_custom_op")
     ops = {op for op, how, _ in got.through if how == "torch.library.custom_op"}
     assert ops == {"fp8ref_workloads.static_fp8_mm.default", "fp8ref_workloads.static_fp8_mm_backward.default"}, ops
@@ -86,9 +94,10 @@ def test_the_exported_programs_outputs_must_be_the_eager_models_bit_for_bit():
 
 
 @pytest.mark.slow
+@ON_DEVICES
 @pytest.mark.parametrize("name", [n for n, w in WORKLOADS.items() if w.compiled])
 def test_a_compiled_workloads_regions_give_its_eager_outputs_bit_for_bit(
-    name, skip_if_refused, record_observation, fresh_dynamo
+    name, device, skip_if_refused, record_observation, fresh_dynamo
 ):
     """The workload run again with its torch.compile regions compiled (the tracer runs them
     eagerly, ``trace.compiled``): every region's output and float8 codes must be the eager
@@ -96,13 +105,18 @@ def test_a_compiled_workloads_regions_give_its_eager_outputs_bit_for_bit(
     named as checked at the regions' boundary only. Why it may fail: inductor fusing the cast
     with another rounding, or computing the scale another way, than the eager ops."""
     from fp8ref.harness.trace.compiled import compare_compiled
+    from fp8ref.harness.workloads import tiny
     from fp8ref.harness.workloads.compiled import compiled_refusal
 
     workload = WORKLOADS[name]
-    skip_if_refused(workload.refusal() or compiled_refusal(), f"the {name} workload compiled ({workload.what})")
-    boundary = compare_compiled(workload.run, eager=traced(name))
+    refusal = workload.refusal(device) or compiled_refusal(device)
+    skip_if_refused(refusal, f"the {name} workload compiled on {device} ({workload.what})")
+    with tiny.on(device):
+        boundary = compare_compiled(workload.run, eager=traced(name, device))
     for (op, kind), n in sorted(boundary.unseen.items()):
-        record_observation(f"workload {name}: {op} ({kind})", f"x{n} inside compiled code: checked at the boundary")
+        record_observation(
+            f"workload {name} on {device}: {op} ({kind})", f"x{n} inside compiled code: checked at the boundary"
+        )
     assert not boundary.problems(), "\n".join(boundary.problems())
     assert boundary.unseen, f"{name}: the compiled run showed every FP8 call: were the regions compiled at all?"
 
@@ -115,9 +129,26 @@ def test_a_workloads_result_that_breaks_its_holds_fails_its_check(skip_if_refuse
     from fp8ref.harness.workloads.profile_keys import value
 
     workload = WORKLOADS["exported"]
-    skip_if_refused(workload.refusal(), f"the exported workload ({workload.what})")
+    skip_if_refused(workload.refusal("cpu"), f"the exported workload ({workload.what})")
     got = traced("exported")
     assert got.staged > 0, "torch.export ran no op on fake tensors under the tracer"
     broken = dataclasses.replace(workload, holds=lambda result: "the loaded program's output differs")
     assert "the loaded program's output differs" in str(check(broken, got))
     assert value(got, broken).endswith("; the loaded program's output differs")
+
+
+def test_a_workload_device_is_named_and_undone_after_its_block(monkeypatch):
+    """``tiny.on`` sets where a CUDA twin builds its model and batches, for its block only (shown
+    with the meta device standing in for CUDA, which this check may not have); a device that is
+    not one is a clear error naming the argument."""
+    from fp8ref.harness.workloads import tiny
+
+    with pytest.raises(ValueError, match="device: expected 'cpu' or 'cuda"):
+        with tiny.on("gpu"):
+            pass
+    monkeypatch.setattr(tiny, "device_kind", lambda where: where)
+    with tiny.on("meta"):
+        assert tiny.device() == "meta"
+        assert {p.device.type for p in tiny.mlp().parameters()} == {"meta"}
+        assert {t.device.type for t in tiny.batch(0)} == {"meta"}
+    assert tiny.device() == "cpu" and tiny.batch(0)[0].device.type == "cpu"
