@@ -13,7 +13,7 @@ from tests.meta.test_block_fp8_faults import block_fp8_fault_caught
 from tests.meta.test_cast_faults import CAST_FAULTS, cast_fault_caught
 from tests.meta.test_checkpoint_faults import FAULTS as CHECKPOINT_FAULTS
 from tests.meta.test_checkpoint_faults import checkpoint_fault_caught
-from tests.meta.test_claim_faults import float16_kernel_caught, late_update_caught
+from tests.meta.test_claim_faults import float16_kernel_caught, generated_inputs_caught, late_update_caught
 from tests.meta.test_compiled_region_faults import compiled_fault_caught
 from tests.meta.test_conversion_faults import FAULTS as CONVERSION_PARAM_FAULTS
 from tests.meta.test_conversion_faults import conversion_param_fault_caught
@@ -62,6 +62,7 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results["delayed: latest amax instead of the window max"] = delayed_fault_caught()
     results["a team's quantize kernel: rounds through float16 first"] = float16_kernel_caught()
     results["a team's delayed-scaling update: reads the history before recording the amax"] = late_update_caught()
+    results["a team's kernel and update wrong only where hypothesis's inputs reach"] = generated_inputs_caught()
     results |= {f"_scaled_mm: {f}": scaled_mm_excess(f) is not None for f in MM_FAULTS}
     results |= {f"_scaled_mm quality bound: {f}": quality_fault_caught(f) for f in QUALITY_FAULTS}
     results |= {f"FSDP float8 all-gather: {f}": fsdp_fault_caught(f) for f in FSDP_FAULTS}

@@ -12,7 +12,8 @@ even, with the function's own scale (so a wrong scale and a wrong rounding are t
 Cases, each named in its result: every finite code, values just above, just below and exactly
 at each midpoint between neighbouring codes (the cases a cast that rounds twice gets wrong),
 tiny and all-zero inputs (the scale's float64 division and its eps clamp), a row of zeros among
-others, and seeded random draws over six decades.
+others, seeded random draws over six decades, and inputs hypothesis generates (any finite
+float32 matrix of 1 to 3 rows: ``examples`` of them; one that differs is made smaller).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from ...reference.codec import decode
 from ...reference.formats import FloatFormat, get_format
 from ...reference.quantize import quantize_with_scale
 from ...reference.scaling import Granularity, axiswise, compute_scale, tensorwise
-from ...reference.validate import one_of, positive_int
+from ...reference.validate import integer, one_of, positive_int
+from . import generated
 from .results import ClaimResult, known_why
 
 __all__ = ["CastClaim", "check_cast_claim", "CONVENTIONS", "GRANULARITIES"]
@@ -162,6 +164,25 @@ def _judge(fn: Callable[[torch.Tensor], Any], claim: CastClaim, x: torch.Tensor)
     return None
 
 
+def _generated(fn: Callable[[torch.Tensor], Any], claim: CastClaim, examples: int, seed: int) -> str | None:
+    """hypothesis's search over finite float32 matrices: the problem (with the shrunk input), or
+    None."""
+    from hypothesis import strategies as st
+
+    element = generated.float32_values(signed=True)
+    matrices = st.integers(1, 3).flatmap(lambda rows: st.lists(element, min_size=rows * _COLS, max_size=rows * _COLS))
+    as_x = lambda values: torch.tensor(values, dtype=torch.float32).reshape(-1, _COLS)  # noqa: E731
+    found = generated.search(lambda values: _judge(fn, claim, as_x(values)), matrices, examples, seed, _COLS)
+    if found is None:
+        return None
+    values, problem = found
+    nonzero = {i: v for i, v in enumerate(values) if v != 0.0}
+    shown = ", ".join(f"[{i // _COLS}, {i % _COLS}]: {v!r}" for i, v in list(nonzero.items())[:8])
+    more = f" and {len(nonzero) - 8} more" if len(nonzero) > 8 else ""
+    rows = len(values) // _COLS
+    return f"{problem}; the input, shrunk: {rows}x{_COLS}, zero but {{{shown}{more}}}"
+
+
 def check_cast_claim(
     fn: Callable[[torch.Tensor], Any],
     claim: CastClaim,
@@ -169,16 +190,22 @@ def check_cast_claim(
     known: Mapping[str, str] | None = None,
     draws: int = 32,
     seed: int = 0,
+    examples: int = 100,
 ) -> list[ClaimResult]:
-    """``fn`` on every case (``cases``), each held to ``claim``; ``known``: the team's known
-    failures (case name -> why, ``results.read_known``), reported as such and not failing."""
+    """``fn`` on every case (``cases``), each held to ``claim``, then on ``examples`` inputs
+    hypothesis generates (0: none); ``known``: the team's known failures (case name -> why,
+    ``results.read_known``), reported as such and not failing."""
     if not callable(fn):
         raise TypeError(f"fn: expected the quantize function (x -> (codes, scale)), got {type(fn).__name__}")
     if not isinstance(claim, CastClaim):
         raise TypeError(f"claim: expected a CastClaim, got {type(claim).__name__}")
     positive_int(draws, "draws")
+    generated.check_examples(examples)
+    integer(seed, "seed")
     out = []
     for case, x in cases(claim, draws, seed).items():
         problem = _judge(fn, claim, x)
         out.append(ClaimResult(claim.name, case, problem, known_why(known, case) if problem else None))
+    if examples:
+        out.append(generated.result(claim.name, known, examples, seed, lambda: _generated(fn, claim, examples, seed)))
     return out

@@ -7,7 +7,9 @@ the previous scale kept where the amax is zero or not finite.
 ``make()`` returns a fresh state with ``update(amax) -> scale``: the team's object, or an adapter
 around its function. Cases, each named in its result: a constant amax, a spike (the scale must
 drop at the step that records it), the spike leaving the window, a zero amax and a non-finite
-amax (the previous scale kept), a slow rise.
+amax (the previous scale kept), a slow rise; then sequences hypothesis generates (any float32
+amax from zero to infinity, or NaN, up to twice the history's length: ``examples`` of them; one
+that differs is made smaller).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 
 from ...reference.delayed import DelayedScaling
 from ...reference.validate import integer, one_of, positive_int
+from . import generated
 from .results import ClaimResult, known_why
 
 __all__ = ["DelayedScalingClaim", "check_delayed_scaling_claim"]
@@ -82,19 +85,39 @@ def _run(make: Callable[[], Any], amaxes: list[float], claim: DelayedScalingClai
     return None
 
 
+def _generated(make: Callable[[], Any], claim: DelayedScalingClaim, examples: int, seed: int) -> str | None:
+    """hypothesis's search over amax sequences: the problem (whose words name the sequence), or None."""
+    from hypothesis import strategies as st
+
+    amax = st.one_of(generated.float32_values(signed=False), st.sampled_from((math.inf, math.nan)))
+    sequences = st.lists(amax, min_size=1, max_size=2 * claim.history_len + 2)
+    found = generated.search(lambda amaxes: _run(make, amaxes, claim), sequences, examples, seed)
+    return None if found is None else found[1]
+
+
 def check_delayed_scaling_claim(
-    make: Callable[[], Any], claim: DelayedScalingClaim, *, known: Mapping[str, str] | None = None
+    make: Callable[[], Any],
+    claim: DelayedScalingClaim,
+    *,
+    known: Mapping[str, str] | None = None,
+    examples: int = 100,
+    seed: int = 0,
 ) -> list[ClaimResult]:
     """A fresh ``make()`` per case, updated with each of its amaxes; each returned scale held to
-    the reference's. ``known``: the team's known failures (case name -> why)."""
+    the reference's; then ``examples`` sequences hypothesis generates (0: none), from ``seed``.
+    ``known``: the team's known failures (case name -> why)."""
     if not callable(make):
         raise TypeError(
             f"make: expected a function returning a fresh state with update(amax), got {type(make).__name__}"
         )
     if not isinstance(claim, DelayedScalingClaim):
         raise TypeError(f"claim: expected a DelayedScalingClaim, got {type(claim).__name__}")
+    generated.check_examples(examples)
+    integer(seed, "seed")
     out = []
     for case, amaxes in cases(claim).items():
         problem = _run(make, amaxes, claim)
         out.append(ClaimResult(claim.name, case, problem, known_why(known, case) if problem else None))
+    if examples:
+        out.append(generated.result(claim.name, known, examples, seed, lambda: _generated(make, claim, examples, seed)))
     return out

@@ -15,18 +15,22 @@ __all__ = ["ClaimResult", "failures", "report", "read_known", "known_why"]
 class ClaimResult:
     """``case``: the named case; ``problem``: None when the function gave what the definition
     gives, else the first difference in words; ``known``: the team's why, when it named this case
-    as a known failure (the result then does not fail, and says so)."""
+    as a known failure (the result then does not fail, and says so); ``not_run``: why the case
+    did not run (hypothesis not installed): neither passed nor failed."""
 
     claim: str
     case: str
     problem: str | None = None
     known: str | None = None
+    not_run: str | None = None
 
     @property
     def failed(self) -> bool:
         return self.problem is not None and self.known is None
 
     def line(self) -> str:
+        if self.not_run is not None:
+            return f"not run {self.claim}: {self.case}: {self.not_run}"
         if self.problem is None:
             return f"passed  {self.claim}: {self.case}"
         if self.known is not None:
@@ -48,7 +52,11 @@ def report(results: list[ClaimResult]) -> str:
     head = ", ".join(f"{k} {v[k]}" for k in ("torch", "torchao", "ml_dtypes") if v.get(k))
     bad = len(failures(results))
     known = sum(r.problem is not None and r.known is not None for r in results)
-    lines = [f"fp8ref claims on {head}: {len(results)} cases, {bad} failed, {known} known failures"]
+    not_run = sum(r.not_run is not None for r in results)
+    lines = [
+        f"fp8ref claims on {head}: {len(results)} cases, {bad} failed, {known} known failures"
+        + (f", {not_run} not run" if not_run else "")
+    ]
     return "\n".join(lines + [r.line() for r in results])
 
 
