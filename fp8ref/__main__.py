@@ -6,11 +6,13 @@ Building the parser imports no training code; each command imports what it needs
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 # Loggers that print at import time (torchao's optional native kernels it cannot load on this
@@ -65,7 +67,8 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     from .harness.profiles.profile_file import save
 
     _check_device(args.device)
-    profile = collect(args.device, torchao=not args.no_torchao)
+    claims = _claims_targets(args.claims)
+    profile = collect(args.device, torchao=not args.no_torchao, claims=claims)
     if args.out:
         save(profile, args.out)
         print(f"wrote {args.out}: {len(profile['behaviour'])} keys, {profile['versions']}")
@@ -345,18 +348,41 @@ def _trace_target(target: str) -> Any:
         raise UsageError(str(exc)) from exc
 
 
-def _cmd_trace(args: argparse.Namespace) -> int:
-    from .harness.trace import trace
-
-    fn = _trace_target(args.target)
+def _users_call(target: str, call: Callable[[], Any]) -> Any:
+    """``call()``, which runs the function ``target`` names: what it raises in the user's code is
+    a usage error naming the target (its traceback printed, theirs to read); what it raises in
+    fp8ref's own is a bug (exit 3)."""
     try:
-        result = trace(fn)
+        return call()
     except Exception as exc:
         innermost = traceback.extract_tb(exc.__traceback__)[-1].filename
         if os.path.realpath(innermost).startswith(os.path.dirname(os.path.realpath(__file__)) + os.sep):
             raise  # (fp8ref's own: a bug, exit 3)
         traceback.print_exc()  # (the user's function failed: its traceback is theirs to read)
-        raise UsageError(f"target {args.target!r} raised {type(exc).__name__}: {exc}") from exc
+        raise UsageError(f"target {target!r} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _claims_targets(targets: list[str]) -> tuple[str, ...]:
+    """``--claims`` targets, each run once now (its results kept for the profile): one that is not
+    there, or returns no list of results, is a usage error naming it."""
+    from .harness.claims.targets import claim_results
+    from .harness.trace.target import TargetError
+
+    for target in targets:
+        try:
+            _users_call(target, functools.partial(claim_results, target))
+        except TargetError as exc:
+            if exc.inside:
+                traceback.print_exception(exc.__cause__)
+            raise UsageError(f"--claims: {exc}") from exc
+    return tuple(targets)
+
+
+def _cmd_trace(args: argparse.Namespace) -> int:
+    from .harness.trace import trace
+
+    fn = _trace_target(args.target)
+    result = _users_call(args.target, lambda: trace(fn))
     checked = sum(record.status != "unchecked" for record in result.records)
     args.exit_code = 1 if result.violations or not checked else 0
     print(f"{args.target}: {len(result.records)} FP8 op call(s), {len(result.violations)} violation(s)")
@@ -395,6 +421,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     p.add_argument("--out", help="write the profile here instead of printing it")
     p.add_argument("--no-torchao", action="store_true", help="skip the torchao probes")
+    p.add_argument(
+        "--claims",
+        action="append",
+        default=[],
+        metavar="pkg.module:function",
+        help="add the results of a team's claims (the function returns them: fp8ref.harness.claims), one key per "
+        "case; repeatable",
+    )
     p.set_defaults(func=_cmd_profile)
 
     p = sub.add_parser("diff", help="compare two profiles: one line per differing key, or a report; exit 1 if any")

@@ -7,6 +7,11 @@ test suite gets it by installing fp8ref, without the fp8ref checkout.
   code that called it, or when none of its FP8 ops could be checked. It always runs: ``-m`` and
   ``-k`` do not deselect a workload asked for by name. The module is imported with the folder
   pytest runs from first on ``sys.path``, as ``python -m fp8ref trace`` imports it.
+- ``pytest --fp8-claims=pkg.module:function`` (repeatable): one test item per target, whose
+  function returns the results of the team's claims (``fp8ref.harness.claims``: a quantize kernel
+  or a scaling update held to what it claims); it fails on each case that differs from the
+  definition and the team did not name as known, printing the report. With ``--fp8-golden`` in
+  fp8ref's suite the same results join the team's golden, one key per case.
 - The ``fp8_trace`` fixture: ``fp8_trace(fn, *args, **kwargs)`` traces a call inside a team's own
   test and fails the test on a violation, or when nothing in it could be checked; it returns the
   ``Trace`` (its records, summary, digest).
@@ -17,12 +22,13 @@ costs nothing: torch is imported only when a workload runs or the fixture is use
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
-__all__ = ["WorkloadItem", "FP8Violation", "FP8NothingChecked"]
+__all__ = ["WorkloadItem", "ClaimsItem", "FP8Violation", "FP8NothingChecked", "FP8ClaimFailed"]
 
 
 class FP8Violation(AssertionError):
@@ -31,6 +37,10 @@ class FP8Violation(AssertionError):
 
 class FP8NothingChecked(AssertionError):
     """A traced call ran no FP8 op fp8ref could check: a pass would claim what was not checked."""
+
+
+class FP8ClaimFailed(AssertionError):
+    """A team's FP8 function differs from what it claims on a case it did not name as known."""
 
 
 def _nothing_checked_text(what: str, trace: Any) -> str:
@@ -69,6 +79,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="pkg.module:function",
         help="trace this function (no arguments) and check every FP8 op it runs against the definition; repeatable",
     )
+    group.addoption(
+        "--fp8-claims",
+        action="append",
+        default=[],
+        metavar="pkg.module:function",
+        help="run this function (no arguments), which returns the results of the team's claims "
+        "(fp8ref.harness.claims), and fail on each case that differs; with --fp8-golden they join that golden; "
+        "repeatable",
+    )
 
 
 class WorkloadItem(pytest.Item):
@@ -101,20 +120,59 @@ class WorkloadItem(pytest.Item):
         return self.target, None, f"fp8 workload {self.target}"
 
 
+class ClaimsItem(pytest.Item):
+    """One ``--fp8-claims``: the team's claims' results, a case that differs a failure."""
+
+    def __init__(self, *, target: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.target = target
+        self.add_marker(pytest.mark.fp8_claims)
+
+    def runtest(self) -> None:
+        from fp8ref.harness.claims import failures, report
+        from fp8ref.harness.claims.targets import claim_results
+
+        results = claim_results(self.target, self.config.invocation_params.dir)  # TargetError: one line
+        if failures(results):
+            raise FP8ClaimFailed(f"{self.target}: {len(failures(results))} case(s) differ\n{report(results)}")
+        self.user_properties.append(("fp8_claims", report(results).splitlines()[0]))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        from fp8ref.harness.trace.target import TargetError
+
+        if isinstance(excinfo.value, FP8ClaimFailed):
+            return str(excinfo.value)
+        if isinstance(excinfo.value, TargetError):
+            return f"--fp8-claims: {excinfo.value}"
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return self.target, None, f"fp8 claims {self.target}"
+
+
+_TARGET_OPTIONS = {"--fp8-workload": (WorkloadItem, "fp8-workload"), "--fp8-claims": (ClaimsItem, "fp8-claims")}
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "fp8_workload: a --fp8-workload traced by fp8ref")
-    for target in config.getoption("--fp8-workload") or ():
-        module, colon, name = target.partition(":")
-        if not (module and colon and name):  # (a target that names no module or no function stops the run)
-            raise pytest.UsageError(
-                f"--fp8-workload={target}: expected pkg.module:function (a module, ':', a function in it)"
-            )
+    config.addinivalue_line("markers", "fp8_claims: a --fp8-claims target's results, checked by fp8ref")
+    targets = sys.modules.get("fp8ref.harness.claims.targets")
+    if targets is not None:  # (a run's claims are its own: another pytest.main in this process ran them before)
+        targets.forget()
+    for option in _TARGET_OPTIONS:
+        for target in config.getoption(option) or ():
+            module, colon, name = target.partition(":")
+            if not (module and colon and name):  # (a target that names no module or no function stops the run)
+                raise pytest.UsageError(
+                    f"{option}={target}: expected pkg.module:function (a module, ':', a function in it)"
+                )
 
 
-@pytest.hookimpl(trylast=True)  # (after -m and -k deselect: a workload asked for by name always runs)
+@pytest.hookimpl(trylast=True)  # (after -m and -k deselect: a target asked for by name always runs)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
-    for target in config.getoption("--fp8-workload") or ():
-        items.append(WorkloadItem.from_parent(session, name=f"fp8-workload[{target}]", target=target))
+    for option, (kind, label) in _TARGET_OPTIONS.items():
+        for target in config.getoption(option) or ():
+            items.append(kind.from_parent(session, name=f"{label}[{target}]", target=target))
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ HOW_TO_PIN = f"pytest {TEST} --fp8-update-golden"
 
 
 def test_behaviour_profile_matches_the_golden_for_this_device(
-    request, gpu_device, tmp_path, record_observation, record_golden, golden
+    request, gpu_device, tmp_path, record_observation, record_golden, golden, team_claims
 ):
     """Against the pinned golden; on a device kind with none yet in fp8ref's own goldens (a first
     GPU run), the profile is pinned in the run's output folder (FP8REF_RESULTS_DIR, else a
@@ -26,7 +26,8 @@ def test_behaviour_profile_matches_the_golden_for_this_device(
     deterministic on this device. A user's golden that is missing skips, saying how to pin it."""
     update = request.config.getoption("--fp8-update-golden")
     # collected only when there is a golden to compare with or to write: it takes tens of seconds on a GPU
-    now = profile.collect(gpu_device) if update or golden_path(golden.where, gpu_device).exists() else None
+    wanted = update or golden_path(golden.where, gpu_device).exists()
+    now = profile.collect(gpu_device, claims=team_claims) if wanted else None
     status, lines = compare_with_golden(
         golden.where, gpu_device, update=update, now=now, how_to_pin=golden.how_to_pin(TEST)
     )

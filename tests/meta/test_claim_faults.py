@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from fp8ref.harness.claims import CastClaim, DelayedScalingClaim, check_cast_claim, check_delayed_scaling_claim
+from fp8ref.harness.claims import (
+    CastClaim,
+    ClaimResult,
+    DelayedScalingClaim,
+    check_cast_claim,
+    check_delayed_scaling_claim,
+)
 from fp8ref.harness.claims import failures as failed
 from tests.cpu.tools.test_claims import TeamDelayedScaling, team_quantize
 
@@ -50,7 +56,7 @@ class UnclampedDelayedScaling(TeamDelayedScaling):
         return scale
 
 
-def _generated(results: list) -> tuple[list, object]:
+def _generated(results: list[ClaimResult]) -> tuple[list[ClaimResult], ClaimResult]:
     named = [r for r in results if not r.case.startswith("hypothesis-generated inputs")]
     (generated,) = [r for r in results if r.case.startswith("hypothesis-generated inputs")]
     return named, generated

@@ -161,6 +161,18 @@ def golden(request: pytest.FixtureRequest) -> Golden:
 
 
 @pytest.fixture(scope="session")
+def team_claims(request: pytest.FixtureRequest) -> tuple[str, ...]:
+    """The ``--fp8-claims`` targets (fp8ref's pytest plugin) whose results join the golden: a team's
+    own golden's only (``--fp8-golden``); fp8ref's own goldens hold no team's claims."""
+    if golden_option(request.config) is None:
+        return ()
+    try:
+        return tuple(request.config.getoption("--fp8-claims"))
+    except ValueError:  # (fp8ref's plugin not loaded: fp8ref is not installed as a package)
+        return ()
+
+
+@pytest.fixture(scope="session")
 def cpu_profile() -> dict:
     """This install's behaviour profile on the CPU (``fp8ref.harness.profiles.profile.collect("cpu")``), collected
     once per run (per worker under pytest-xdist): the golden test and the profile tools' tests read

@@ -28,6 +28,25 @@ folder = Path(sys.argv[1])
 here = load(ROOT / "tests" / "golden" / "cpu.json")
 fp8ref.harness.profiles.profile.collect = lambda device="cpu", **kw: copy.deepcopy(here)
 
+TEAM_CLAIMS = """
+from pathlib import Path
+
+import torch
+
+from fp8ref.harness.claims import CastClaim, check_cast_claim
+
+
+def quantize(x):
+    scale = (448.0 / x.abs().amax().double().clamp(min=1e-12)).float()
+    y = (x * scale).clamp(-448.0, 448.0)
+    if Path(__file__).with_name("bug").exists():
+        y = y.to(torch.float16)
+    return y.to(torch.float8_e4m3fn), scale
+
+
+def results():
+    return check_cast_claim(quantize, CastClaim(), examples=10)
+"""
 CPU_TEST = str(ROOT / "tests" / "cpu" / "tools" / "test_golden_profile.py")
 GPU_TEST = str(ROOT / "tests" / "gpu" / "test_golden_profile.py")
 mine = folder / "stack.json"
@@ -70,4 +89,18 @@ run("folder", "--fp8-golden", str(goldens), "--fp8-update-golden")
 results["folder_pinned"] = sorted(p.name for p in goldens.iterdir()) if goldens.exists() else []
 run("gpu dry run", "--fp8-golden", str(goldens), "--fp8-dry-run", test=GPU_TEST)
 run("gpu dry run, missing", "--fp8-golden", str(folder / "none"), "--fp8-dry-run", test=GPU_TEST)
+
+# a team's claims join its golden: pinned with its kernel right, then compared with the kernel
+# rounding through float16 (a file beside it says so)
+(folder / "fp8team_claims.py").write_text(TEAM_CLAIMS)
+sys.path.insert(0, str(folder))
+claims = ["--fp8-claims", "fp8team_claims:results"]
+claims_golden = folder / "claims.json"
+run("claims pinned", "--fp8-golden", str(claims_golden), "--fp8-update-golden", *claims)
+pinned = json.loads(claims_golden.read_text())["behaviour"] if claims_golden.exists() else {}
+results["claims_pinned"] = {k: v for k, v in pinned.items() if k.startswith("claim.")}
+(folder / "bug").write_text("")
+claims_report = folder / "claims-report.md"
+run("claims changed", "--fp8-golden", str(claims_golden), *claims, "--fp8-report", str(claims_report))
+results["claims_report"] = claims_report.read_text() if claims_report.exists() else ""
 print(json.dumps(results))

@@ -36,7 +36,7 @@ def float32_values(signed: bool) -> Any:
         st.integers(-126, 127),
     )
     subnormals = st.builds(lambda sign, k: sign * k * 2.0**-149, signs, st.integers(1, 2**23 - 1))
-    own = st.floats(width=32, allow_nan=False, allow_infinity=False, **({} if signed else {"min_value": 0.0}))
+    own = st.floats(min_value=None if signed else 0.0, width=32, allow_nan=False, allow_infinity=False)
     return st.one_of(normals, subnormals, own)
 
 

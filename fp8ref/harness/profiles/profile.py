@@ -21,14 +21,15 @@ from ..stack.probing import Where
 from . import families
 from .profile_file import PROFILE_VERSION
 
-__all__ = ["collect"]
+__all__ = ["collect", "with_claims"]
 
 
-def collect(device: str = "cpu", torchao: bool = True) -> dict:
-    """Every family's keys on ``device`` (``torchao=False``: without torchao's); returns the
-    profile dict. An operation the install refuses is recorded as ``refused: ...`` under the keys
-    of that probe; every other key is still collected."""
-    where = Where(device, torchao)
+def collect(device: str = "cpu", torchao: bool = True, claims: tuple[str, ...] = ()) -> dict:
+    """Every family's keys on ``device`` (``torchao=False``: without torchao's; ``claims``: a
+    team's claims targets, whose results join it); returns the profile dict. An operation the
+    install refuses is recorded as ``refused: ...`` under the keys of that probe; every other key
+    is still collected."""
+    where = Where(device, torchao, tuple(claims))
     behaviour: dict = {}
     traces: dict = {}
     for family in families.FAMILIES:
@@ -50,3 +51,12 @@ def collect(device: str = "cpu", torchao: bool = True) -> dict:
         "behaviour": dict(sorted(behaviour.items())),
         "traces": dict(sorted(traces.items())),
     }
+
+
+def with_claims(profile: dict, claims: tuple[str, ...]) -> dict:
+    """``profile`` (a copy) with the keys of a team's claims targets added (``claims``'s family:
+    the same keys ``collect(..., claims=claims)`` adds), for a profile collected without them."""
+    from ..claims import profile_keys as claim_keys
+
+    added = claim_keys.collect(Where(claims=tuple(claims)))
+    return {**profile, "behaviour": dict(sorted({**profile["behaviour"], **added}.items()))}

@@ -22,11 +22,13 @@ __all__ = ["Where", "keys_or_refusal", "digest", "describe_cast"]
 
 @dataclasses.dataclass(frozen=True)
 class Where:
-    """Where a profile is collected: the torch ``device``, and whether torchao's keys are collected
-    (``torchao=False``: ``python -m fp8ref profile --no-torchao``)."""
+    """Where a profile is collected: the torch ``device``, whether torchao's keys are collected
+    (``torchao=False``: ``python -m fp8ref profile --no-torchao``), and a team's claims targets
+    whose results join it (``claims``: ``pkg.module:function``, ``fp8ref.harness.claims.targets``)."""
 
     device: str = "cpu"
     torchao: bool = True
+    claims: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         device_kind(self.device)  # validates, naming the argument

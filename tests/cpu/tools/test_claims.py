@@ -7,6 +7,7 @@ Wrong kernels caught, naming the case: tests/meta/test_claim_faults.py."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -15,6 +16,7 @@ import torch
 
 from fp8ref.harness.claims import (
     CastClaim,
+    ClaimResult,
     DelayedScalingClaim,
     check_cast_claim,
     check_delayed_scaling_claim,
@@ -22,6 +24,7 @@ from fp8ref.harness.claims import (
     read_known,
     report,
 )
+from tests.common.beside import pytest_each, pytest_each_result
 
 pytestmark = pytest.mark.cpu
 
@@ -141,3 +144,109 @@ def test_a_known_failures_file_that_is_not_one_is_a_clear_error(tmp_path):
         read_known(path)
     with pytest.raises(ValueError, match="cannot read"):
         read_known(tmp_path / "none.json")
+
+
+_TEAM_TARGETS = """
+from fp8ref.harness.claims import ClaimResult
+
+
+def good():
+    return [ClaimResult("my cast", "a case (1)"), ClaimResult("my cast", "another.case", "got 0x01, want 0x02")]
+
+
+def not_results():
+    return {"a case": "passed"}
+
+
+def nothing():
+    return []
+"""
+
+
+@pytest.fixture
+def team_targets(tmp_path, monkeypatch):
+    from fp8ref.harness.claims import targets
+
+    (tmp_path / "fp8team_targets.py").write_text(_TEAM_TARGETS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "fp8team_targets", raising=False)
+    targets.forget()
+    yield tmp_path
+    targets.forget()
+
+
+def test_a_teams_claims_become_one_profile_key_per_case(team_targets):
+    from fp8ref.harness.claims import profile_keys, targets
+    from fp8ref.harness.stack.probing import Where
+
+    got = profile_keys.collect(Where(claims=("fp8team_targets:good",)))
+    assert got == {
+        "claim.fp8team_targets:good.my_cast.a_case_1": "passed",
+        "claim.fp8team_targets:good.my_cast.another_case": "differs: got 0x01, want 0x02",
+    }
+    not_run = ClaimResult("c", "generated", not_run="hypothesis is not installed")
+    assert profile_keys.value(not_run) == "missing: hypothesis is not installed"
+    with pytest.raises(ValueError, match="have one key, claim.t:f.c.a_b"):
+        profile_keys.keys("t:f", [ClaimResult("c", "a b"), ClaimResult("c", "a.b")])
+    bad = {"not_results": "expected a list of ClaimResult", "nothing": "returned no results"}
+    for name, words in bad.items():
+        with pytest.raises(targets.TargetError, match=words):
+            targets.claim_results(f"fp8team_targets:{name}")
+
+
+def test_the_profile_command_adds_a_teams_claims_and_refuses_a_bad_target(team_targets, monkeypatch, capsys):
+    from fp8ref.__main__ import main
+    from fp8ref.harness.profiles import families
+
+    # (the claims' family alone: the others' keys are the golden tests' subject)
+    monkeypatch.setattr(families, "FAMILIES", [families.Family("fp8ref.harness.claims")])
+    out = team_targets / "p.json"
+    assert main(["profile", "--claims", "fp8team_targets:good", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["behaviour"]["claim.fp8team_targets:good.my_cast.a_case_1"] == "passed"
+    assert main(["profile", "--claims", "fp8team_targets:nothing", "--out", str(team_targets / "q.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == "error: --claims: target 'fp8team_targets:nothing': returned no results, so nothing was checked", err
+    assert not (team_targets / "q.json").exists()
+
+
+_USER_CLAIMS = """
+import torch
+
+from fp8ref.harness.claims import CastClaim, check_cast_claim
+
+
+def quantize(x, through_float16=False):
+    scale = (448.0 / x.abs().amax().double().clamp(min=1e-12)).float()
+    y = (x * scale).clamp(-448.0, 448.0)
+    return (y.to(torch.float16) if through_float16 else y).to(torch.float8_e4m3fn), scale
+
+
+def good():
+    return check_cast_claim(quantize, CastClaim(), examples=10)
+
+
+def bad():
+    return check_cast_claim(lambda x: quantize(x, True), CastClaim(), examples=10)
+"""
+
+
+def run_beside(folder):
+    (folder / "fp8user_claims.py").write_text(_USER_CLAIMS)
+    (folder / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    # a team's own suite outside the checkout: the options come with the installed package's plugin
+    argv = ["-p", "no:randomly", "-p", "no:cacheprovider", "-rA", "-q", "test_nothing.py"]
+    argv += ["--fp8-claims=fp8user_claims:good", "--fp8-claims=fp8user_claims:bad"]
+    return {"claims": pytest_each({"suite": {"argv": argv, "cwd": str(folder)}})}
+
+
+def test_the_pytest_plugin_checks_a_teams_claims_in_its_own_suite(beside):
+    """``--fp8-claims`` adds one item per target: the right kernel passes; the one rounding through
+    float16 fails, its report naming the cases that differ."""
+    done = pytest_each_result(beside("claims"), "suite")
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "PASSED ::fp8-claims[fp8user_claims:good]" in out and "FAILED ::fp8-claims[fp8user_claims:bad]" in out, out
+    assert "fp8user_claims:bad: 4 case(s) differ" in out, out
+    assert "FAILED  cast e4m3fn tensorwise (scale): just above a midpoint between neighbouring codes" in out, out
+    assert "1 failed, 2 passed" in out, out

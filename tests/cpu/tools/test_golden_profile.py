@@ -18,21 +18,26 @@ Other installs (for fp8ref's golden: the oldest and newest of CI's version matri
 same golden with the differences named for each in the ``-installs.json`` file beside it: each
 key and the value that install gives, and why. Any other difference, or a named one that is gone,
 still fails.
+
+A team's own golden (``--fp8-golden``) also holds its claims' results when ``--fp8-claims`` names
+them (fp8ref's pytest plugin): one ``claim.*`` key per case.
 """
 
 import pytest
 
 from fp8ref.harness.profiles.golden import accepted_differences, compare_with_golden, install_label, not_compared_lines
+from fp8ref.harness.profiles.profile import with_claims
 
 TEST = "tests/cpu/tools/test_golden_profile.py"
 
 
 def test_behaviour_profile_matches_the_cpu_golden(
-    request, record_observation, record_golden, record_not_compared, cpu_profile, golden
+    request, record_observation, record_golden, record_not_compared, cpu_profile, golden, team_claims
 ):
     # the keys of a package not usable on one side (torchao or transformers not installed, or not
     # importing here) are not compared: said here, and counted by the run's skips of their tests
     update = request.config.getoption("--fp8-update-golden")
+    cpu_profile = with_claims(cpu_profile, team_claims) if team_claims else cpu_profile
     status, lines = compare_with_golden(
         golden.where, "cpu", update=update, now=cpu_profile, how_to_pin=golden.how_to_pin(TEST)
     )

@@ -69,3 +69,24 @@ def test_a_folder_holds_one_golden_per_device_kind_for_the_gpu_tests_too(runs):
     assert _only(runs["gpu dry run"])[0] == "passed"
     outcome, message = _only(runs["gpu dry run, missing"])
     assert outcome == "skipped" and "tests/gpu/test_golden_profile.py --fp8-golden" in message
+
+
+def test_a_teams_claims_join_its_golden_and_a_changed_case_fails_naming_its_key(runs):
+    """``--fp8-claims`` with ``--fp8-golden``: the claims' results are pinned, one key per case;
+    the kernel changed (rounding through float16) fails both the claims' item, printing the report,
+    and the golden test, whose upgrade report names the cases' keys as numerics changes."""
+    pinned = runs["claims_pinned"]
+    assert len(pinned) == 9 and set(pinned.values()) == {"passed"}, pinned
+    case = "just_above_a_midpoint_between_neighbouring_codes_rounds_up_once"
+    above = f"claim.fp8team_claims:results.cast_e4m3fn_tensorwise_scale.{case}"
+    assert above in pinned, sorted(pinned)
+    assert runs["claims pinned"]["exit"] == 0
+    assert [outcome for _, outcome, _ in runs["claims pinned"]["cases"]] == ["skipped", "passed"]
+    changed = {name: (outcome, message) for name, outcome, message in runs["claims changed"]["cases"]}
+    assert runs["claims changed"]["exit"] == 1 and len(changed) == 2, changed
+    golden = changed["test_behaviour_profile_matches_the_cpu_golden"]
+    assert golden[0] == "failure" and "claim.fp8team_claims:results." in golden[1], golden
+    row = next(line for line in runs["claims_report"].splitlines() if f"`{above}`" in line)
+    assert row.startswith("| **numerics** |") and "differs: its codes" in row, row
+    item = changed["fp8-claims[fp8team_claims:results]"]
+    assert item[0] == "failure" and "FAILED  cast e4m3fn tensorwise (scale): just above a midpoint" in item[1], item
