@@ -22,6 +22,7 @@ import torch
 from fp8ref.harness.native import native_ops
 from fp8ref.harness.native.native_checks import check_copy, check_op, check_written
 from fp8ref.harness.native.scalar_ops import check_scalar_op
+from fp8ref.harness.native.strided_writes import WRITES, check_strided_writes
 from fp8ref.reference.codec import decode, encode
 from fp8ref.reference.formats import E4M3FN, E4M3FNUZ, FloatFormat
 from tests.common.inside_install import inside
@@ -190,7 +191,27 @@ COPY_FAULTS = {
     "copy_ stores one element past a strided destination's last": _copy_overruns_by_one,
     "copy_ refuses a strided destination it copied into before": _copy_refuses_strided_destinations,
 }
-FAULTS = [*OP_FAULTS, *WRITE_FAULTS, *SCALAR_FAULTS, *COPY_FAULTS]
+
+
+def _fill_over_the_span(dst: torch.Tensor, v: float, mask: torch.Tensor) -> torch.Tensor:
+    """fill_ as a kernel that takes the destination for dense: numel elements from its first one,
+    gaps of a sliced or stepped view included, its last elements missed."""
+    span = dst.as_strided((dst.numel(),), (1,), dst.storage_offset())
+    return span.fill_(v)
+
+
+def _index_put_first_index_only(dst: torch.Tensor, v: float, mask: torch.Tensor) -> torch.Tensor:
+    """index_put_ that reads a transposed destination's rows in memory order: right on contiguous."""
+    target = _in_memory_order(dst) if not dst.is_contiguous() else dst
+    rows, cols = torch.tensor([0, 1, 1]), torch.tensor([2, 0, 3])
+    return target.index_put_((rows, cols), torch.tensor(v).to(dst.dtype))
+
+
+STRIDED_WRITE_FAULTS = {
+    "fill_ writes a strided destination as if dense": ("fill_", _fill_over_the_span),
+    "index_put_ addresses a strided destination in memory order": ("index_put_", _index_put_first_index_only),
+}
+FAULTS = [*OP_FAULTS, *WRITE_FAULTS, *SCALAR_FAULTS, *COPY_FAULTS, *STRIDED_WRITE_FAULTS]
 
 
 def _on_float8_only(broken, real):
@@ -213,6 +234,9 @@ def _on_float8_only(broken, real):
 def native_op_fault_caught(fault: str) -> bool:
     if fault in COPY_FAULTS:
         return bool(check_copy(E4M3FN, copy=COPY_FAULTS[fault])[0])
+    if fault in STRIDED_WRITE_FAULTS:
+        how, write = STRIDED_WRITE_FAULTS[fault]
+        return bool(check_strided_writes(E4M3FN, writes={how: write})[0])
     if fault in SCALAR_FAULTS:
         name, fn = SCALAR_FAULTS[fault]
         return bool(check_scalar_op(name, E4M3FN, fn=fn).problems)
@@ -233,6 +257,7 @@ def test_the_checks_pass_torchs_own_ops():
     for name, _ in OP_FAULTS.values():
         assert check_op(name, E4M3FN).problems == [], name
     assert check_copy(E4M3FN) == ([], {})
+    assert check_strided_writes(E4M3FN, writes={k: WRITES[k] for k in ("fill_", "index_put_")}) == ([], {})
 
 
 def test_the_scalar_check_passes_the_definitions_own_answers():

@@ -15,7 +15,9 @@ from typing import Any
 
 import torch
 
-__all__ = ["LAYOUTS", "place", "relaid", "takes"]
+__all__ = ["LAYOUTS", "place", "relaid", "takes", "in_buffer", "outside", "SENTINEL"]
+
+SENTINEL = 0x55  # the bytes around a destination view, which a write into it must leave alone
 
 LAYOUTS = ("contiguous", "transposed", "sliced", "stepped", "offset", "channels_last")
 """``contiguous``: as made; ``transposed``: the last two dims swapped in memory; ``sliced``: a
@@ -59,6 +61,25 @@ def place(t: torch.Tensor, layout: str) -> torch.Tensor:
     with torch.no_grad():
         out.copy_(t)
     return out
+
+
+def in_buffer(
+    shape: tuple[int, ...], dtype: torch.dtype, layout: str, device: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A destination of ``shape`` and ``dtype`` in ``layout``, a view of a storage whose every byte
+    (around and between its elements too) is ``SENTINEL``; (the view, the storage's bytes)."""
+    view = place(torch.empty(shape, dtype=dtype, device=device), layout)
+    raw = torch.empty(0, dtype=torch.uint8, device=device).set_(view.untyped_storage())
+    raw.fill_(SENTINEL)
+    return view, raw
+
+
+def outside(view: torch.Tensor) -> torch.Tensor:
+    """Per byte of ``view``'s storage: whether it lies outside the view's elements."""
+    size = view.element_size()
+    inside = torch.zeros(view.untyped_storage().nbytes() // size, dtype=torch.bool, device=view.device)
+    inside.as_strided(view.shape, view.stride(), view.storage_offset()).fill_(True)
+    return ~inside.repeat_interleave(size)
 
 
 class _Relaid:

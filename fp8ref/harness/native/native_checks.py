@@ -29,7 +29,7 @@ from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
 from ..casts.deviations import NATIVE_OP_DEVIATIONS
 from ..stack.refusals import first_words, survey
-from .layouts import LAYOUTS, place
+from .layouts import LAYOUTS, in_buffer, outside, place
 from .native_op_kinds import KIND, SAMPLE_KIND
 from .native_ops import Sample, _order_run, catalogue, judged_samples, quiet
 
@@ -349,27 +349,7 @@ def _to_codes(v: float, dtype: torch.dtype, device: str) -> torch.Tensor | None:
 
 # --- copy_ between memory layouts ------------------------------------------------------------------
 _COPY_SHAPE = (2, 4, 4, 8)  # 4-d, so every layout applies (channels_last too); 256 elements: every code
-_SENTINEL = 0x55  # the bytes around a destination view, which a copy must leave alone
 _WAYS_OF_COPY = ("float8 -> float8", "float32 -> float8", "float8 -> float32")
-
-
-def _in_buffer(
-    shape: tuple[int, ...], dtype: torch.dtype, layout: str, device: Any
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """A destination of ``shape`` and ``dtype`` in ``layout``, a view of a storage whose every byte
-    (around and between its elements too) is the sentinel; (the view, the storage's bytes)."""
-    view = place(torch.empty(shape, dtype=dtype, device=device), layout)
-    raw = torch.empty(0, dtype=torch.uint8, device=device).set_(view.untyped_storage())
-    raw.fill_(_SENTINEL)
-    return view, raw
-
-
-def _outside(view: torch.Tensor) -> torch.Tensor:
-    """Per byte of ``view``'s storage: whether it lies outside the view's elements."""
-    size = view.element_size()
-    inside = torch.zeros(view.untyped_storage().nbytes() // size, dtype=torch.bool, device=view.device)
-    inside.as_strided(view.shape, view.stride(), view.storage_offset()).fill_(True)
-    return ~inside.repeat_interleave(size)
 
 
 def check_copy(
@@ -427,7 +407,7 @@ def _one_copy(
         src = place(codes, src_layout).view(dtype)
         want = codes
     into = torch.float32 if way == "float8 -> float32" else torch.uint8
-    view, raw = _in_buffer(tuple(codes.shape), into, dst_layout, codes.device)
+    view, raw = in_buffer(tuple(codes.shape), into, dst_layout, codes.device)
     before = raw.clone()
     dst = view if into == torch.float32 else view.view(dtype)
     ok, got = survey(functools.partial(do, dst, src))
@@ -445,7 +425,7 @@ def _one_copy(
         problem = _movement(view.clone(), want, "the destination's elements", ref_name)
         if problem:
             return problem
-    touched = _outside(view) & (raw != before)
+    touched = outside(view) & (raw != before)
     if bool(touched.any()):
         at = touched.nonzero().reshape(-1)[:_SHOWN].tolist()
         return f"{int(touched.sum())} byte(s) of the destination's storage outside its elements written, at {at}"

@@ -18,6 +18,7 @@ from fp8ref.harness.native import op_account as noc
 from fp8ref.harness.native.layouts import LAYOUTS
 from fp8ref.harness.native.native_checks import WRITE_PATHS, check_copy, check_written
 from fp8ref.harness.native.native_op_kinds import KINDS, kind_of
+from fp8ref.harness.native.strided_writes import WRITES, check_strided_writes
 from fp8ref.harness.stack import install, probes
 from tests.common.params import on_devices
 
@@ -100,6 +101,27 @@ def test_copy_between_memory_layouts_moves_every_code_and_nothing_else(fmt, devi
     if len(refused) == 3 * len(LAYOUTS) ** 2:
         words = next(iter(refused.values()))
         pytest.skip(f"{install.versions_line()} refuses copy_ of {fmt} on {device} in every layout: {words}")
+
+
+@on_devices()
+@pytest.mark.parametrize("fmt", [f.name for f in probes.float8_formats()])
+def test_writes_into_a_strided_destination_touch_its_addressed_elements_alone(fmt, device, record_observation):
+    """fill_, zero_, t[:, 1] = v, t[mask] = v, index_put_ and masked_fill_ into a float8 view
+    laid out transposed, sliced, stepped, at an offset or channels_last (as into a slice of a fused
+    buffer): .to's code on the elements addressed, the others' codes kept, no byte outside the view
+    written (fp8ref/harness/native/strided_writes.py). What the install refuses in every layout is
+    named here; refused in a layout while a contiguous destination is written, it fails."""
+    problems, refused = check_strided_writes(next(f for f in probes.float8_formats() if f.name == fmt), device)
+    for how in WRITES:  # (one line a write: refused in one layout and not another fails below)
+        words = {w for case, w in refused.items() if case.startswith(f"{how} into")}
+        if words:
+            record_observation(
+                f"native {how} into {fmt} ({device}): refused in every layout", " / ".join(sorted(words))
+            )
+    assert not problems, f"{install.versions_line()}, {device}:\n" + "\n".join(problems[:8])
+    if len(refused) == len(WRITES) * len(LAYOUTS):
+        words = next(iter(refused.values()))
+        pytest.skip(f"{install.versions_line()} refuses every write into {fmt} on {device}: {words}")
 
 
 @pytest.mark.parametrize("fmt", [f.name for f in probes.float8_formats()])
