@@ -1,11 +1,14 @@
 """A compiled region that computes other float8 codes than its eager ops: a torch.compile backend
 that rounds every float8 output one code toward zero (a miscompiled cast). The tracer runs
 compiled code eagerly, so its op-by-op checks cannot see it; the boundary check
-(``trace.compiled.compare_compiled``, tests/cpu/install/test_workloads.py) must."""
+(``trace.compiled.compare_compiled``, tests/cpu/install/test_workloads.py) must: through the
+program's result, and through the region's own outputs where the result does not carry them (a
+program that returns only whether its codes are nonzero)."""
 
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any
 
 import torch
@@ -39,9 +42,27 @@ def _run(backend: Any) -> list[torch.Tensor]:
     return [out, codes]
 
 
+def _run_hiding_the_codes(backend: Any) -> bool:
+    """The region's codes feed only a yes or no: the same answer, compiled right or wrong."""
+    out, codes = _run(backend)
+    return bool(codes.view(torch.uint8).bool().any())
+
+
 def compiled_fault_caught() -> bool:
     boundary = compare_compiled(functools.partial(_run, _miscompiling_backend))
     return bool(boundary.differs) and not boundary.eager.violations
+
+
+def test_a_miscompiled_region_the_result_does_not_carry_is_caught_by_its_own_outputs():
+    boundary = compare_compiled(functools.partial(_run_hiding_the_codes, _miscompiling_backend))
+    torch._dynamo.reset()
+    assert boundary.eager.result is True and boundary.compiled.result is True  # (the result alone: equal)
+    (name,) = boundary.regions
+    line = inspect.getsourcelines(workload._layer)[1]
+    assert name.startswith("_layer (") and name.endswith(f"fp8ref/harness/workloads/compiled.py:{line})"), name
+    assert boundary.differs and all(
+        d.startswith(f"region {name}, call 0: output 1 (torch.float8_e4m3fn") for d in boundary.differs
+    ), boundary.differs
 
 
 def test_the_boundary_check_passes_a_backend_that_compiles_right():
@@ -49,6 +70,7 @@ def test_the_boundary_check_passes_a_backend_that_compiles_right():
     boundary = compare_compiled(functools.partial(_run, "aot_eager"))
     assert boundary.problems() == [], boundary.problems()
     assert boundary.unseen == {}, boundary.unseen
+    assert len(boundary.regions) == 1 and list(boundary.regions.values()) == [1], boundary.regions
     assert {"aten._to_copy.default", "aten._scaled_mm.default"} <= {r.op for r in boundary.compiled.records}
     torch._dynamo.reset()
 

@@ -7,10 +7,12 @@ the program with its compiled regions compiled (the mode steps aside while torch
 and generates code, and is back while the code runs): it sees what still reaches torch's
 dispatcher (the program's ops outside the regions, and the library calls generated code makes,
 such as ``_scaled_mm``) and checks those; what a generated kernel computes itself (a fused cast)
-it does not see. ``compare_compiled`` holds the two runs' results (what the program returns: its
-regions' outputs, float8 codes among them) to each other bit for bit, the eager run's ops each
-held to the definition. What ran inside generated kernels is checked through those results
-only: ``Boundary.unseen`` names those calls.
+it does not see. ``compare_compiled`` holds the two runs to each other bit for bit: the program's
+results, and each torch.compile region the program makes, call by call, its outputs (float8 codes
+among them) against the same region run eagerly (``regions``: where the program's result does not
+carry a region's codes, they are compared still); the eager run's ops are each held to the
+definition. What ran inside generated kernels is checked through those outputs only:
+``Boundary.unseen`` names those calls, ``Boundary.regions`` the regions compared.
 
 Bit for bit is the right demand where a region computes what eager computes before each cast (a
 cast of its input and library GEMMs, as the shipped ``compiled.*`` workloads do). A region that
@@ -31,6 +33,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from .records import Trace
+from .regions import compare_regions, regions_recorded
 
 __all__ = ["Boundary", "trace_compiled", "compare_compiled", "bitwise_differences"]
 
@@ -75,14 +78,17 @@ def bitwise_differences(eager: Any, compiled: Any) -> list[str]:
 class Boundary:
     """``eager``: the trace of the program with torch.compile falling back to eager (every op
     checked); ``compiled``: the trace of it with its regions compiled; ``differs``: where their
-    results differ bit for bit; ``unseen``: the FP8 calls (op packet, kind) the eager run made
-    that the compiled run's dispatcher did not see, with how many: inside generated kernels,
-    checked only through the results."""
+    results, or a region's outputs at one of its calls, differ bit for bit; ``unseen``: the FP8
+    calls (op packet, kind) the eager run made that the compiled run's dispatcher did not see,
+    with how many: inside generated kernels, checked only at the regions' boundary;
+    ``regions``: each region the program made (``trace.regions``) and how many of its calls were
+    compared."""
 
     eager: Trace
     compiled: Trace
     differs: list[str]
     unseen: dict[tuple[str, str], int]
+    regions: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def problems(self) -> list[str]:
         """What is wrong: a violation in either run, or results that differ."""
@@ -97,8 +103,13 @@ class Boundary:
         lines = [
             f"eager: {len(self.eager.records)} FP8 calls, {len(self.eager.violations)} violation(s); "
             f"compiled: {len(self.compiled.records)} seen, {len(self.compiled.violations)} violation(s); "
-            f"results {'bitwise equal' if not self.differs else 'differ'}"
+            f"results and regions {'bitwise equal' if not self.differs else 'differ'}"
         ]
+        lines += [
+            f"  region {name}: {n} call(s) compared with its eager run" for name, n in sorted(self.regions.items())
+        ]
+        if not self.regions:
+            lines.append("  no torch.compile region made while the program ran: its result alone compared")
         lines += [
             f"  {op} ({kind}) x{n}: inside compiled code, checked at the regions' boundary only"
             for (op, kind), n in sorted(self.unseen.items())
@@ -120,11 +131,16 @@ def compare_compiled(fn: Callable[[], Any], eager: Trace | None = None) -> Bound
     from . import trace
 
     eager = eager if eager is not None else trace(fn)
+    with regions_recorded(compiled=False) as eager_regions:  # (untraced, each region run eagerly)
+        fn()
     # (dynamo, refused by the tracer's mode, has marked the program's compiled functions to run
     # eagerly from then on: forgotten, so that this run compiles them)
     torch._dynamo.reset()
-    compiled = trace_compiled(fn)
+    with regions_recorded(compiled=True) as compiled_regions:
+        compiled = trace_compiled(fn)
     seen = Counter((_packet(r.op), r.kind) for r in compiled.records)
     made = Counter((_packet(r.op), r.kind) for r in eager.records)
     unseen = {key: n - seen[key] for key, n in made.items() if n > seen[key]}
-    return Boundary(eager, compiled, bitwise_differences(eager.result, compiled.result), unseen)
+    regions, region_differs = compare_regions(eager_regions, compiled_regions, bitwise_differences)
+    differs = bitwise_differences(eager.result, compiled.result) + region_differs
+    return Boundary(eager, compiled, differs, unseen, regions)

@@ -118,6 +118,8 @@ def test_a_compiled_workloads_regions_give_its_eager_outputs_bit_for_bit(
             f"workload {name} on {device}: {op} ({kind})", f"x{n} inside compiled code: checked at the boundary"
         )
     assert not boundary.problems(), "\n".join(boundary.problems())
+    calls = workload.expects[("aten._scaled_mm.default", "scaled_mm")]  # (one region call per FP8 linear)
+    assert sum(boundary.regions.values()) == calls, f"{name}: regions compared {boundary.regions}, want {calls} calls"
     assert boundary.unseen, f"{name}: the compiled run showed every FP8 call: were the regions compiled at all?"
 
 

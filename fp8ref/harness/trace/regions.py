@@ -1,0 +1,103 @@
+"""Each torch.compile region a program makes, recorded call by call: while ``regions_recorded``
+is active, ``torch.compile(fn_or_module, ...)`` gives back the region (compiled, or ``fn`` itself
+to run eagerly) with every call's outputs kept, under the region's name (what was compiled and
+where it was defined) and the call's index. ``compare_regions`` holds two runs' regions to each
+other output by output, bit for bit, so a region's float8 codes are compared even where the
+program's result does not carry them. Regions compiled before the program ran (a decorator at
+import) are not seen: the program's result alone holds them."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import inspect
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+from torch.utils._pytree import tree_map
+
+__all__ = ["RegionCall", "regions_recorded", "compare_regions"]
+
+
+@dataclasses.dataclass(frozen=True)
+class RegionCall:
+    region: str  # ``_layer (fp8ref/harness/workloads/compiled.py:37)``
+    call: int  # the region's n-th call in the run, from 0
+    outputs: Any  # what it returned, its tensors detached copies on the CPU
+
+
+def _name(model: Any) -> str:
+    target = model.forward if isinstance(model, torch.nn.Module) else model
+    name = getattr(model, "__qualname__", type(model).__qualname__)
+    try:
+        file, line = inspect.getsourcefile(target), inspect.getsourcelines(target)[1]
+    except (TypeError, OSError):  # (a builtin, or code without a file)
+        return name
+    return f"{name} ({file}:{line})"
+
+
+def _kept(value: Any) -> Any:
+    return tree_map(lambda t: t.detach().cpu().clone() if isinstance(t, torch.Tensor) else t, value)
+
+
+@contextlib.contextmanager
+def regions_recorded(compiled: bool) -> Iterator[list[RegionCall]]:
+    """``torch.compile`` made to record each region's calls into the list yielded; ``compiled``:
+    the regions run compiled (torch's own ``torch.compile``), else eagerly."""
+    real = torch.compile
+    calls: list[RegionCall] = []
+    counts: Counter[str] = Counter()
+    hooks: list[Any] = []
+
+    def record(name: str, out: Any) -> None:
+        with _disable_current_modes():  # (the copies kept are no op of the program a tracer should see)
+            calls.append(RegionCall(name, counts[name], _kept(out)))
+        counts[name] += 1
+
+    def recording(model: Any = None, **kwargs: Any) -> Any:
+        if model is None:  # (``@torch.compile(dynamic=True)``: the decorator, then the function)
+            return lambda m: recording(m, **kwargs)
+        region = real(model, **kwargs) if compiled else model
+        name = _name(model)
+        if isinstance(region, torch.nn.Module):
+            hooks.append(region.register_forward_hook(lambda mod, args, out: record(name, out)))
+            return region
+
+        @functools.wraps(model)
+        def called(*args: Any, **kw: Any) -> Any:
+            out = region(*args, **kw)
+            record(name, out)
+            return out
+
+        return called
+
+    torch.compile = recording
+    try:
+        yield calls
+    finally:
+        torch.compile = real
+        for hook in hooks:
+            hook.remove()
+
+
+def compare_regions(
+    eager: list[RegionCall], compiled: list[RegionCall], differences: Callable[[Any, Any], list[str]]
+) -> tuple[dict[str, int], list[str]]:
+    """(calls compared per region; where a region's call differs, by ``differences(eager
+    outputs, compiled outputs)``, or a region one run made a call of and the other did not)."""
+    mine = {(c.region, c.call): c for c in compiled}
+    out: list[str] = []
+    compared: Counter[str] = Counter()
+    for c in eager:
+        other = mine.pop((c.region, c.call), None)
+        if other is None:
+            out.append(f"region {c.region}, call {c.call}: made eagerly, not compiled")
+            continue
+        compared[c.region] += 1
+        out += [f"region {c.region}, call {c.call}: {d}" for d in differences(c.outputs, other.outputs)]
+    out += [f"region {region}, call {call}: made compiled, not eagerly" for region, call in mine]
+    return dict(compared), out
