@@ -119,7 +119,7 @@ def test_cli_profile_round_trips(tmp_path, capsys, here, monkeypatch):
     monkeypatch.setattr(fp8ref.harness.profiles.profile, "collect", lambda *a, **k: calls.append((a, k)) or here)
     out = tmp_path / "now.json"
     assert main(["profile", "--out", str(out)]) == 0
-    assert calls == [(("cpu",), {"torchao": True})] and load(out) == here
+    assert calls == [(("cpu",), {"torchao": True, "claims": ()})] and load(out) == here
     assert main(["diff", str(out), str(out)]) == 0
     assert "equal" in capsys.readouterr().out
     changed = load(out)
@@ -134,7 +134,7 @@ def test_cli_help_lists_every_option(capsys):
         main(["profile", "--help"])
     assert exit_.value.code == 0
     out = capsys.readouterr().out
-    assert "--device" in out and "--out" in out and "--no-torchao" in out
+    assert "--device" in out and "--out" in out and "--no-torchao" in out and "--claims" in out
 
 
 def test_bad_profile_and_device_are_rejected(tmp_path):
