@@ -90,13 +90,36 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-class WorkloadItem(pytest.Item):
-    """One ``--fp8-workload``: the function traced, its violations a failure."""
+class _TargetItem(pytest.Item):
+    """One ``pkg.module:function`` target asked for by an option (``OPTION``): the failures it
+    raises itself (``OWN``) print as their words, a target that is not there as one line."""
+
+    OPTION = ""
+    MARK = ""
+    OWN: tuple[type[BaseException], ...] = ()
 
     def __init__(self, *, target: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target = target
-        self.add_marker(pytest.mark.fp8_workload)
+        self.add_marker(getattr(pytest.mark, self.MARK))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
+        from fp8ref.harness.trace.target import TargetError
+
+        if isinstance(excinfo.value, self.OWN):
+            return str(excinfo.value)
+        if isinstance(excinfo.value, TargetError):  # the module or the function is not there
+            return f"{self.OPTION}: {excinfo.value}"
+        return str(super().repr_failure(excinfo))
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return self.target, None, f"{self.MARK.replace('_', ' ')} {self.target}"
+
+
+class WorkloadItem(_TargetItem):
+    """One ``--fp8-workload``: the function traced, its violations a failure."""
+
+    OPTION, MARK, OWN = "--fp8-workload", "fp8_workload", (FP8Violation, FP8NothingChecked)
 
     def runtest(self) -> None:
         from fp8ref.harness.trace import trace
@@ -107,26 +130,11 @@ class WorkloadItem(pytest.Item):
         _judge(self.target, result)
         self.user_properties.append(("fp8_ops", "; ".join(result.summary())))
 
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        from fp8ref.harness.trace.target import TargetError
 
-        if isinstance(excinfo.value, (FP8Violation, FP8NothingChecked)):
-            return str(excinfo.value)
-        if isinstance(excinfo.value, TargetError):  # the module or the function is not there
-            return f"--fp8-workload: {excinfo.value}"
-        return str(super().repr_failure(excinfo))
-
-    def reportinfo(self) -> tuple[str, int | None, str]:
-        return self.target, None, f"fp8 workload {self.target}"
-
-
-class ClaimsItem(pytest.Item):
+class ClaimsItem(_TargetItem):
     """One ``--fp8-claims``: the team's claims' results, a case that differs a failure."""
 
-    def __init__(self, *, target: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.target = target
-        self.add_marker(pytest.mark.fp8_claims)
+    OPTION, MARK, OWN = "--fp8-claims", "fp8_claims", (FP8ClaimFailed,)
 
     def runtest(self) -> None:
         from fp8ref.harness.claims import failures, report
@@ -136,18 +144,6 @@ class ClaimsItem(pytest.Item):
         if failures(results):
             raise FP8ClaimFailed(f"{self.target}: {len(failures(results))} case(s) differ\n{report(results)}")
         self.user_properties.append(("fp8_claims", report(results).splitlines()[0]))
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
-        from fp8ref.harness.trace.target import TargetError
-
-        if isinstance(excinfo.value, FP8ClaimFailed):
-            return str(excinfo.value)
-        if isinstance(excinfo.value, TargetError):
-            return f"--fp8-claims: {excinfo.value}"
-        return str(super().repr_failure(excinfo))
-
-    def reportinfo(self) -> tuple[str, int | None, str]:
-        return self.target, None, f"fp8 claims {self.target}"
 
 
 _TARGET_OPTIONS = {"--fp8-workload": (WorkloadItem, "fp8-workload"), "--fp8-claims": (ClaimsItem, "fp8-claims")}

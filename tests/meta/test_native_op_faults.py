@@ -207,7 +207,13 @@ def _index_put_first_index_only(dst: torch.Tensor, v: float, mask: torch.Tensor)
     return target.index_put_((rows, cols), torch.tensor(v).to(dst.dtype))
 
 
+def _fill_refuses_strided_destinations(dst: torch.Tensor, v: float, mask: torch.Tensor) -> torch.Tensor:
+    _REFUSE_STRIDED(dst)
+    return dst.fill_(v)
+
+
 STRIDED_WRITE_FAULTS = {
+    "fill_ refuses a strided destination it fills contiguous": ("fill_", _fill_refuses_strided_destinations),
     "fill_ writes a strided destination as if dense": ("fill_", _fill_over_the_span),
     "index_put_ addresses a strided destination in memory order": ("index_put_", _index_put_first_index_only),
 }

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["LAYOUTS", "place", "relaid", "takes", "in_buffer", "outside", "SENTINEL"]
+__all__ = ["LAYOUTS", "place", "relaid", "takes", "in_buffer", "outside", "SENTINEL", "refused_in_layouts_alone"]
 
 SENTINEL = 0x55  # the bytes around a destination view, which a write into it must leave alone
 
@@ -80,6 +80,19 @@ def outside(view: torch.Tensor) -> torch.Tensor:
     inside = torch.zeros(view.untyped_storage().nbytes() // size, dtype=torch.bool, device=view.device)
     inside.as_strided(view.shape, view.stride(), view.storage_offset()).fill_(True)
     return ~inside.repeat_interleave(size)
+
+
+def refused_in_layouts_alone(refused: dict[str, str], prefix: str, contiguous: str, fmt: str, runs: str) -> list[str]:
+    """The cases starting ``prefix`` that the install refused (``refused``: case -> its words)
+    while its ``contiguous`` case ran, as problems: it handles the dtype, and not in that layout
+    (``runs``: how the problem says the contiguous case ran)."""
+    if contiguous in refused:
+        return []
+    return [
+        f"{case} on {fmt}: refused ({words}), while {runs}"
+        for case, words in refused.items()
+        if case.startswith(prefix)
+    ]
 
 
 class _Relaid:

@@ -29,7 +29,7 @@ from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
 from ..casts.deviations import NATIVE_OP_DEVIATIONS
 from ..stack.refusals import first_words, survey
-from .layouts import LAYOUTS, in_buffer, outside, place
+from .layouts import LAYOUTS, in_buffer, outside, place, refused_in_layouts_alone
 from .native_op_kinds import KIND, SAMPLE_KIND
 from .native_ops import Sample, _order_run, catalogue, judged_samples, quiet
 
@@ -377,12 +377,9 @@ def check_copy(
                 problem = _one_copy(way, src_layout, dst_layout, codes, values, fmt, do, refused, case)
                 if problem:
                     problems.append(f"{case} on {fmt.name}: {problem}")
-        if f"copy_ {way}, contiguous into contiguous" not in refused:
-            problems += [
-                f"{case} on {fmt.name}: refused ({words}), while contiguous into contiguous runs"
-                for case, words in refused.items()
-                if case.startswith(f"copy_ {way},")
-            ]
+        contiguous = f"copy_ {way}, contiguous into contiguous"
+        runs = "contiguous into contiguous runs"
+        problems += refused_in_layouts_alone(refused, f"copy_ {way},", contiguous, fmt.name, runs)
     return problems, refused
 
 

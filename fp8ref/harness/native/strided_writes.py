@@ -19,7 +19,7 @@ import torch
 
 from ...reference.formats import FloatFormat
 from ..stack.refusals import first_words, survey
-from .layouts import LAYOUTS, in_buffer, outside
+from .layouts import LAYOUTS, in_buffer, outside, refused_in_layouts_alone
 
 __all__ = ["WRITES", "check_strided_writes"]
 
@@ -115,10 +115,8 @@ def check_strided_writes(
                 refused[case] = words
             if problem is not None:
                 problems.append(f"{case} on {fmt.name}: {problem}")
-        if f"{how} into a destination laid out contiguous" not in refused:
-            problems += [
-                f"{case} on {fmt.name}: refused ({words}), while a contiguous destination is written"
-                for case, words in refused.items()
-                if case.startswith(f"{how} into")
-            ]
+        contiguous = f"{how} into a destination laid out contiguous"
+        problems += refused_in_layouts_alone(
+            refused, f"{how} into", contiguous, fmt.name, "a contiguous one is written"
+        )
     return problems, refused
