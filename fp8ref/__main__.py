@@ -355,11 +355,27 @@ def _users_call(target: str, call: Callable[[], Any]) -> Any:
     try:
         return call()
     except Exception as exc:
-        innermost = traceback.extract_tb(exc.__traceback__)[-1].filename
-        if os.path.realpath(innermost).startswith(os.path.dirname(os.path.realpath(__file__)) + os.sep):
+        if not _the_users_error(exc):
             raise  # (fp8ref's own: a bug, exit 3)
         traceback.print_exc()  # (the user's function failed: its traceback is theirs to read)
         raise UsageError(f"target {target!r} raised {type(exc).__name__}: {exc}") from exc
+
+
+def _the_users_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the user's function's to answer for: raised in the user's code (or a
+    library it called), or fp8ref's refusal of a bad argument (a ValueError or TypeError) where
+    the user's code called fp8ref itself. Raised in fp8ref's code that the user's code reached
+    through torch (the tracer's mode), or with fp8ref's frames innermost otherwise, it is a bug."""
+    ours = os.path.dirname(os.path.realpath(__file__)) + os.sep
+    stack = traceback.extract_tb(exc.__traceback__)
+    outside = [i for i, f in enumerate(stack) if not os.path.realpath(f.filename).startswith(ours)]
+    if not outside:  # (fp8ref's frames alone: none of the user's code)
+        return False
+    if outside[-1] == len(stack) - 1:  # (innermost outside fp8ref: the user's code, or its libraries)
+        return True
+    called = stack[outside[-1] + 1].name  # (the fp8ref function the innermost outside frame reached)
+    through_torch = called in ("__torch_dispatch__", "__torch_function__")  # (the tracer's mode: no call of theirs)
+    return not through_torch and isinstance(exc, (ValueError, TypeError))
 
 
 def _claims_targets(targets: list[str]) -> tuple[str, ...]:

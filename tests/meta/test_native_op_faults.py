@@ -264,6 +264,8 @@ def test_the_checks_pass_torchs_own_ops():
         assert check_op(name, E4M3FN).problems == [], name
     assert check_copy(E4M3FN) == ([], {})
     assert check_strided_writes(E4M3FN, writes={k: WRITES[k] for k in ("fill_", "index_put_")}) == ([], {})
+    with pytest.raises(ValueError, match=r"writes: expected names among .*, got \['fil_'\]"):
+        check_strided_writes(E4M3FN, writes={"fil_": WRITES["fill_"]})
 
 
 def test_the_scalar_check_passes_the_definitions_own_answers():

@@ -8,7 +8,7 @@ the previous scale kept where the amax is zero or not finite.
 around its function. Cases, each named in its result: a constant amax, a spike (the scale must
 drop at the step that records it), the spike leaving the window, a zero amax and a non-finite
 amax (the previous scale kept), a slow rise; then sequences hypothesis generates (any float32
-amax from zero to infinity, or NaN, up to twice the history's length: ``examples`` of them; one
+amax from zero to infinity, or NaN, up to twice the history's length and two more: ``examples`` of them; one
 that differs is made smaller).
 """
 

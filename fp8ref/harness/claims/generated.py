@@ -91,9 +91,13 @@ def search(
             parted.append((example, problem))
             raise _Parted(problem)
 
+    from hypothesis.errors import Flaky
+
     try:
         holds()
-    except _Parted:
+    except (_Parted, Flaky):  # (Flaky: the function answered a replayed input otherwise than before)
+        if not parted:
+            raise
         return _smaller(judge, *parted[0], row)
     return None
 

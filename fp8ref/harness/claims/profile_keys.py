@@ -40,6 +40,10 @@ def keys(target: str, results: list[ClaimResult]) -> dict[str, str]:
 
 def collect(where: Where) -> dict:
     out: dict = {}
+    whose: dict[str, str] = {}
     for target in where.claims:
-        out.update(keys(target, claim_results(target)))
+        for key, value in keys(target, claim_results(target)).items():
+            if key in out:
+                raise ValueError(f"the targets {whose[key]!r} and {target!r} give one key, {key}: rename one")
+            out[key], whose[key] = value, target
     return out

@@ -12,7 +12,7 @@ from functools import cache
 from ..trace.target import TargetError, load_target
 from .results import ClaimResult
 
-__all__ = ["claim_results", "forget", "TargetError"]
+__all__ = ["claim_results", "forget", "checked_targets", "TargetError"]
 
 
 @cache
@@ -31,6 +31,13 @@ def claim_results(target: str, folder: str | os.PathLike[str] | None = None) -> 
     imported with ``folder`` (default: the current one) first on ``sys.path``. ``TargetError``
     names a target that is not there, or a function that returns no list of ``ClaimResult``."""
     return list(_results(target, os.fspath(folder) if folder is not None else os.getcwd()))
+
+
+def checked_targets(claims: object) -> tuple[str, ...]:
+    """``claims`` as a tuple of ``pkg.module:function`` targets, or a TypeError naming it."""
+    if isinstance(claims, str) or not isinstance(claims, (list, tuple)) or not all(isinstance(t, str) for t in claims):
+        raise TypeError(f"claims: expected a list or tuple of 'pkg.module:function' targets, got {claims!r}")
+    return tuple(claims)
 
 
 def forget() -> None:

@@ -69,7 +69,8 @@ def _one(how: str, write: Write, layout: str, fmt: FloatFormat, device: str) -> 
     dtype = fmt.torch_dtype()
     assert dtype is not None
     n = math.prod(_SHAPE)
-    before_codes = (torch.arange(n, dtype=torch.int64) * 7 % 126 + 1).to(torch.uint8).view(_SHAPE)  # finite, nonzero
+    # (codes 0x01-0x7e: nonzero; an infinity's or a NaN's among them in some formats, compared by byte)
+    before_codes = (torch.arange(n, dtype=torch.int64) * 7 % 126 + 1).to(torch.uint8).view(_SHAPE)
     view, raw = in_buffer(_SHAPE, torch.uint8, layout, device)
     view.copy_(before_codes.to(device))  # (uint8 into uint8: the codes laid out, no float8 kernel involved)
     before_raw = raw.clone()
@@ -105,6 +106,9 @@ def check_strided_writes(
     writes the dtype, and not in that layout)."""
     if fmt.torch_dtype() is None:
         raise ValueError(f"fmt: expected a format torch has a dtype for, got {fmt.name}")
+    unknown = sorted(set(writes or ()) - set(WRITES))
+    if unknown:  # (what each write addresses is known by its name)
+        raise ValueError(f"writes: expected names among {sorted(WRITES)}, got {unknown}")
     problems: list[str] = []
     refused: dict[str, str] = {}
     for how, write in (writes if writes is not None else WRITES).items():

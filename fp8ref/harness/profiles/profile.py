@@ -29,7 +29,9 @@ def collect(device: str = "cpu", torchao: bool = True, claims: tuple[str, ...] =
     team's claims targets, whose results join it); returns the profile dict. An operation the
     install refuses is recorded as ``refused: ...`` under the keys of that probe; every other key
     is still collected."""
-    where = Where(device, torchao, tuple(claims))
+    from ..claims.targets import checked_targets
+
+    where = Where(device, torchao, checked_targets(claims))
     behaviour: dict = {}
     traces: dict = {}
     for family in families.FAMILIES:
@@ -57,6 +59,7 @@ def with_claims(profile: dict, claims: tuple[str, ...]) -> dict:
     """``profile`` (a copy) with the keys of a team's claims targets added (``claims``'s family:
     the same keys ``collect(..., claims=claims)`` adds), for a profile collected without them."""
     from ..claims import profile_keys as claim_keys
+    from ..claims.targets import checked_targets
 
-    added = claim_keys.collect(Where(claims=tuple(claims)))
+    added = claim_keys.collect(Where(claims=checked_targets(claims)))
     return {**profile, "behaviour": dict(sorted({**profile["behaviour"], **added}.items()))}

@@ -40,6 +40,18 @@ def _name(model: Any) -> str:
     return f"{name} ({file}:{line})"
 
 
+class _EagerRegion(torch.nn.Module):
+    """A module's region run eagerly: a handle like torch.compile's (the module under
+    ``_orig_mod``), so that only calls through the handle are recorded, as compiled."""
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        super().__init__()
+        self._orig_mod = module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod(*args, **kwargs)
+
+
 def _kept(value: Any) -> Any:
     return tree_map(lambda t: t.detach().cpu().clone() if isinstance(t, torch.Tensor) else t, value)
 
@@ -51,6 +63,7 @@ def regions_recorded(compiled: bool) -> Iterator[list[RegionCall]]:
     real = torch.compile
     calls: list[RegionCall] = []
     counts: Counter[str] = Counter()
+    made: Counter[str] = Counter()  # regions made of one function or module class: #2, #3, ...
     hooks: list[Any] = []
 
     def record(name: str, out: Any) -> None:
@@ -61,11 +74,14 @@ def regions_recorded(compiled: bool) -> Iterator[list[RegionCall]]:
     def recording(model: Any = None, **kwargs: Any) -> Any:
         if model is None:  # (``@torch.compile(dynamic=True)``: the decorator, then the function)
             return lambda m: recording(m, **kwargs)
-        region = real(model, **kwargs) if compiled else model
         name = _name(model)
-        if isinstance(region, torch.nn.Module):
-            hooks.append(region.register_forward_hook(lambda mod, args, out: record(name, out)))
-            return region
+        made[name] += 1
+        name = name if made[name] == 1 else f"{name} #{made[name]}"
+        if isinstance(model, torch.nn.Module):  # (a call of the module itself, not through the handle, is none)
+            handle: torch.nn.Module = real(model, **kwargs) if compiled else _EagerRegion(model)  # type: ignore[assignment]
+            hooks.append(handle.register_forward_hook(lambda mod, args, out: record(name, out)))
+            return handle
+        region = real(model, **kwargs) if compiled else model
 
         @functools.wraps(model)
         def called(*args: Any, **kw: Any) -> Any:

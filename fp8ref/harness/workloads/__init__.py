@@ -1,8 +1,9 @@
-"""The FP8 lifecycle as workloads: tiny, deterministic CPU programs of what FP8 training and
-inference really run, each traced by ``fp8ref.harness.trace.trace`` and required clean, so the
-suite checks what a team's training runs, not only what a list names.
+"""The FP8 lifecycle as workloads: tiny, deterministic programs of what FP8 training and
+inference really run, on the CPU and as CUDA twins on a GPU (``tiny.on``), each traced by
+``fp8ref.harness.trace.trace`` and required clean, so the suite checks what a team's training
+runs, not only what a list names.
 
-- ``base``: ``Workload`` (``refusal()``, ``run()``, the FP8 calls it makes) and ``check``, what a
+- ``base``: ``Workload`` (``refusal(device)``, ``run()``, the FP8 calls it makes) and ``check``, what a
   trace of one is held to;
 - ``registry``: ``WORKLOADS``, by name;
 - one module per program: ``float8_linear`` (torchao's Float8Linear under each recipe),

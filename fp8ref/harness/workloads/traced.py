@@ -15,11 +15,15 @@ from .registry import WORKLOADS
 __all__ = ["traced"]
 
 
-@cache
 def traced(name: str, device: str = "cpu") -> Trace:
     """The trace of the workload ``name`` on this install and ``device`` (its ``run()`` under the
     tracer, inside ``tiny.on(device)``: a CUDA twin on a GPU); for a workload the install does not
     refuse there. What the run raises propagates and is not kept."""
     one_of(name, WORKLOADS, "name")
+    return _traced(name, device)
+
+
+@cache  # (by name and device, however the caller spelled them)
+def _traced(name: str, device: str) -> Trace:
     with tiny.on(device):
         return trace(WORKLOADS[name].run)

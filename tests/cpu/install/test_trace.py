@@ -257,3 +257,22 @@ def test_the_command_exits_1_when_nothing_was_checked(tmp_path, monkeypatch, cap
     assert main(["trace", "fp8user_prog:nofp8"]) == 1
     out = capsys.readouterr().out
     assert "fp8user_prog:nofp8: 0 FP8 op call(s), 0 violation(s)" in out and "nothing was checked" in out, out
+
+
+def test_an_error_of_fp8refs_own_checks_under_the_users_call_is_a_bug_not_the_users(tmp_path, monkeypatch, capsys):
+    """The tracer's own code raising a ValueError while the user's function runs (reached through
+    torch's dispatch, no call of the user's) exits 3, a bug: never 2, the user's."""
+    import functools
+
+    from fp8ref.harness.trace import recorder
+    from fp8ref.reference.validate import one_of
+
+    (tmp_path / "fp8user_prog.py").write_text(textwrap.dedent(_USER_FILE))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    monkeypatch.delitem(sys.modules, "fp8user_prog", raising=False)
+    monkeypatch.setattr(
+        recorder, "call_site", functools.partial(one_of, "a", ("b",), "site")
+    )  # (fp8ref's frame raises)
+    assert main(["trace", "fp8user_prog:clean"]) == 3
+    assert "internal error in fp8ref" in capsys.readouterr().err

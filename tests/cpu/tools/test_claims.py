@@ -250,3 +250,58 @@ def test_the_pytest_plugin_checks_a_teams_claims_in_its_own_suite(beside):
     assert "fp8user_claims:bad: 4 case(s) differ" in out, out
     assert "FAILED  cast e4m3fn tensorwise (scale): just above a midpoint between neighbouring codes" in out, out
     assert "1 failed, 2 passed" in out, out
+
+
+def test_a_bad_argument_the_teams_function_hands_fp8ref_is_a_usage_error_naming_it(team_targets, capsys):
+    """The team's function calling a check with a bad argument: exit 2, the check's words."""
+    from fp8ref.__main__ import main
+
+    (team_targets / "fp8team_bad.py").write_text(
+        "from fp8ref.harness.claims import CastClaim, check_cast_claim\n\n"
+        "def results():\n"
+        "    return check_cast_claim(lambda x: x, CastClaim(), examples=-1)\n"
+    )
+    assert main(["profile", "--claims", "fp8team_bad:results", "--out", str(team_targets / "p.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: target 'fp8team_bad:results' raised ValueError: examples: expected"), err
+
+
+def test_two_targets_giving_one_key_and_claims_that_are_no_list_are_clear_errors(team_targets):
+    from fp8ref.harness.claims import profile_keys
+    from fp8ref.harness.profiles.profile import collect, with_claims
+    from fp8ref.harness.stack.probing import Where
+
+    with pytest.raises(ValueError, match="the targets 'fp8team_targets:good' and 'fp8team_targets:good' give one key"):
+        profile_keys.collect(Where(claims=("fp8team_targets:good", "fp8team_targets:good")))
+    for call in (lambda: collect(claims="fp8team_targets:good"), lambda: with_claims({"behaviour": {}}, "x:y")):
+        with pytest.raises(TypeError, match="claims: expected a list or tuple of 'pkg.module:function' targets"):
+            call()
+
+
+def test_a_difference_the_team_function_does_not_repeat_is_reported_not_raised():
+    """A function whose answer changes on a repeat (state, a racy kernel): hypothesis's replay of
+    the input finds no difference, and the one found is still the result."""
+    from hypothesis import strategies as st
+
+    from fp8ref.harness.claims import generated
+
+    seen = []
+
+    def judge(values):
+        seen.append(values)
+        return "differs the first time" if len(seen) == 1 else None
+
+    found = generated.search(judge, st.lists(st.floats(0, 1), min_size=1, max_size=2), 20, 0)
+    assert found is not None and found[1] == "differs the first time", found
+
+
+def test_without_hypothesis_the_generated_case_is_not_run_never_passed(monkeypatch):
+    from fp8ref.harness.claims import generated
+
+    real = generated.importlib.util.find_spec
+    monkeypatch.setattr(
+        generated.importlib.util, "find_spec", lambda name, *a: None if name == "hypothesis" else real(name, *a)
+    )
+    (result,) = [r for r in check_cast_claim(team_quantize(), CastClaim()) if r.case.startswith("hypothesis")]
+    assert result.not_run is not None and not result.failed and result.line().startswith("not run "), result
+    assert report([result]).splitlines()[0].endswith("0 failed, 0 known failures, 1 not run")
