@@ -111,7 +111,9 @@ class _TargetItem(pytest.Item):
             return str(excinfo.value)
         if isinstance(excinfo.value, TargetError):  # the module or the function is not there
             return f"{self.OPTION}: {excinfo.value}"
-        return str(super().repr_failure(excinfo))
+        # (the target raised: that first, the line pytest's summary shows, then where)
+        headline = f"{self.OPTION}: {self.target} raised {type(excinfo.value).__name__}: {excinfo.value}"
+        return f"{headline}\n{excinfo.getrepr(style='short', showlocals=False)}"
 
     def reportinfo(self) -> tuple[str, int | None, str]:
         return self.target, None, f"{self.MARK.replace('_', ' ')} {self.target}"
@@ -172,7 +174,7 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.hookimpl(trylast=True)  # (after -m and -k deselect: a target asked for by name always runs)
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     for option, (kind, label) in _TARGET_OPTIONS.items():
-        for target in config.getoption(option) or ():
+        for target in dict.fromkeys(config.getoption(option) or ()):  # (a target named twice runs once)
             items.append(kind.from_parent(session, name=f"{label}[{target}]", target=target))
 
 

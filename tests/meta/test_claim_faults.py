@@ -9,6 +9,7 @@ scale (TransformerEngine clamps it to float32's max); each result names the inpu
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from fp8ref.harness.claims import (
@@ -62,6 +63,7 @@ def _generated(results: list[ClaimResult]) -> tuple[list[ClaimResult], ClaimResu
     return named, generated
 
 
+@pytest.mark.needs("hypothesis")
 def test_a_scale_off_for_huge_inputs_passes_the_named_cases_and_fails_the_generated_ones_naming_the_input():
     named, generated = _generated(check_cast_claim(scale_off_above_1e30, CastClaim()))
     assert not failed(named)
@@ -70,6 +72,7 @@ def test_a_scale_off_for_huge_inputs_passes_the_named_cases_and_fails_the_genera
     assert len(generated.problem.split("zero but {", 1)[1].split(", [")) == 1, generated.problem  # one value left
 
 
+@pytest.mark.needs("hypothesis")
 def test_an_update_without_te_s_clamp_passes_the_named_cases_and_fails_the_generated_ones_naming_the_amax():
     named, generated = _generated(check_delayed_scaling_claim(UnclampedDelayedScaling, DelayedScalingClaim()))
     assert not failed(named)

@@ -45,7 +45,7 @@ def quantize(x):
 
 
 def results():
-    return check_cast_claim(quantize, CastClaim(), examples=10)
+    return check_cast_claim(quantize, CastClaim(), examples=0)  # (the named cases: hypothesis may be absent)
 """
 CPU_TEST = str(ROOT / "tests" / "cpu" / "tools" / "test_golden_profile.py")
 GPU_TEST = str(ROOT / "tests" / "gpu" / "test_golden_profile.py")

@@ -30,7 +30,7 @@ from ...reference.quantize import quantize_with_scale
 from ...reference.scaling import Granularity, axiswise, compute_scale, tensorwise
 from ...reference.validate import integer, one_of, positive_int
 from . import generated
-from .results import ClaimResult, known_why
+from .results import ClaimResult, known_why, titled
 
 __all__ = ["CastClaim", "check_cast_claim", "CONVENTIONS", "GRANULARITIES"]
 
@@ -180,7 +180,8 @@ def _generated(fn: Callable[[torch.Tensor], Any], claim: CastClaim, examples: in
     shown = ", ".join(f"[{i // _COLS}, {i % _COLS}]: {v!r}" for i, v in list(nonzero.items())[:8])
     more = f" and {len(nonzero) - 8} more" if len(nonzero) > 8 else ""
     rows = len(values) // _COLS
-    return f"{problem}; the input, shrunk: {rows}x{_COLS}, zero but {{{shown}{more}}}"
+    kept = f"zero but {{{shown}{more}}}" if nonzero else "all zeros"
+    return f"{problem}; the input, shrunk: {rows}x{_COLS}, {kept}"
 
 
 def check_cast_claim(
@@ -191,10 +192,12 @@ def check_cast_claim(
     draws: int = 32,
     seed: int = 0,
     examples: int = 100,
+    label: str | None = None,
 ) -> list[ClaimResult]:
     """``fn`` on every case (``cases``), each held to ``claim``, then on ``examples`` inputs
     hypothesis generates (0: none); ``known``: the team's known failures (case name -> why,
-    ``results.read_known``), reported as such and not failing."""
+    ``results.read_known``), reported as such and not failing; ``label``: the function's name in
+    the results (``label: claim``), to tell two functions held to one claim apart."""
     if not callable(fn):
         raise TypeError(f"fn: expected the quantize function (x -> (codes, scale)), got {type(fn).__name__}")
     if not isinstance(claim, CastClaim):
@@ -202,10 +205,11 @@ def check_cast_claim(
     positive_int(draws, "draws")
     generated.check_examples(examples)
     integer(seed, "seed")
+    name = titled(claim.name, label)
     out = []
     for case, x in cases(claim, draws, seed).items():
         problem = _judge(fn, claim, x)
-        out.append(ClaimResult(claim.name, case, problem, known_why(known, case) if problem else None))
+        out.append(ClaimResult(name, case, problem, known_why(known, name, case) if problem else None))
     if examples:
-        out.append(generated.result(claim.name, known, examples, seed, lambda: _generated(fn, claim, examples, seed)))
+        out.append(generated.result(name, known, examples, seed, lambda: _generated(fn, claim, examples, seed)))
     return out

@@ -24,7 +24,7 @@ import torch
 from ...reference.delayed import DelayedScaling
 from ...reference.validate import integer, one_of, positive_int
 from . import generated
-from .results import ClaimResult, known_why
+from .results import ClaimResult, known_why, titled
 
 __all__ = ["DelayedScalingClaim", "check_delayed_scaling_claim"]
 
@@ -102,10 +102,12 @@ def check_delayed_scaling_claim(
     known: Mapping[str, str] | None = None,
     examples: int = 100,
     seed: int = 0,
+    label: str | None = None,
 ) -> list[ClaimResult]:
     """A fresh ``make()`` per case, updated with each of its amaxes; each returned scale held to
     the reference's; then ``examples`` sequences hypothesis generates (0: none), from ``seed``.
-    ``known``: the team's known failures (case name -> why)."""
+    ``known``: the team's known failures (case name -> why); ``label``: the function's name in
+    the results (``label: claim``)."""
     if not callable(make):
         raise TypeError(
             f"make: expected a function returning a fresh state with update(amax), got {type(make).__name__}"
@@ -114,10 +116,11 @@ def check_delayed_scaling_claim(
         raise TypeError(f"claim: expected a DelayedScalingClaim, got {type(claim).__name__}")
     generated.check_examples(examples)
     integer(seed, "seed")
+    name = titled(claim.name, label)
     out = []
     for case, amaxes in cases(claim).items():
         problem = _run(make, amaxes, claim)
-        out.append(ClaimResult(claim.name, case, problem, known_why(known, case) if problem else None))
+        out.append(ClaimResult(name, case, problem, known_why(known, name, case) if problem else None))
     if examples:
-        out.append(generated.result(claim.name, known, examples, seed, lambda: _generated(make, claim, examples, seed)))
+        out.append(generated.result(name, known, examples, seed, lambda: _generated(make, claim, examples, seed)))
     return out

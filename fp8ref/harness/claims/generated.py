@@ -57,7 +57,7 @@ def result(
             claim, case, not_run="hypothesis is not installed (pip install hypothesis: fp8ref's test extra)"
         )
     problem = run()
-    return ClaimResult(claim, case, problem, known_why(known, case) if problem else None)
+    return ClaimResult(claim, case, problem, known_why(known, claim, case) if problem else None)
 
 
 def search(

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["ClaimResult", "failures", "report", "read_known", "known_why"]
+__all__ = ["ClaimResult", "failures", "report", "read_known", "known_why", "titled"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,5 +72,19 @@ def read_known(path: str | Path) -> dict[str, str]:
     return data
 
 
-def known_why(known: Mapping[str, str] | None, case: str) -> str | None:
-    return None if known is None else known.get(case)
+def known_why(known: Mapping[str, str] | None, claim: str, case: str) -> str | None:
+    """The team's why for ``case`` of ``claim``: its known file names it as the report prints it
+    (``claim: case``) or by the case alone (then for every claim of the call)."""
+    if known is None:
+        return None
+    return known.get(f"{claim}: {case}", known.get(case))
+
+
+def titled(claim: str, label: str | None) -> str:
+    """A claim's name in its results: ``label: claim`` where the team labels the function (two
+    functions held to one claim, told apart in the report and the golden's keys)."""
+    if label is None:
+        return claim
+    if not isinstance(label, str) or not label.strip():
+        raise ValueError(f"label: expected a non-empty name for the function, got {label!r}")
+    return f"{label}: {claim}"

@@ -23,6 +23,12 @@ def _results(target: str, folder: str) -> tuple[ClaimResult, ...]:
         raise TargetError(f"target {target!r}: expected a list of ClaimResult (from check_*_claim), got {kinds}")
     if not got:
         raise TargetError(f"target {target!r}: returned no results, so nothing was checked")
+    from .profile_keys import keys
+
+    try:
+        keys(target, list(got))
+    except ValueError as exc:  # (two functions held to one claim: told apart by label=)
+        raise TargetError(f"target {target!r}: {exc}; give each function its label= in check_*_claim") from exc
     return tuple(got)
 
 

@@ -5,6 +5,7 @@ plugin's ``--fp8-workload``."""
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 from collections.abc import Callable
@@ -26,7 +27,7 @@ def load_target(target: str, folder: str | os.PathLike[str] | None = None) -> Ca
     """The callable ``target`` (``pkg.module:function``, or ``pkg.module:Class.method``) names,
     importing the module with ``folder`` (default: the current folder) first on ``sys.path``.
     ``TargetError`` names what is wrong: no ``:``, a module that cannot be imported, a missing
-    attribute, an attribute that is not callable."""
+    attribute, an attribute that is not callable, a function that takes arguments."""
     if not isinstance(target, str):
         raise TypeError(f"target: expected 'pkg.module:function' (str), got {type(target).__name__}")
     module_name, colon, name = target.partition(":")
@@ -50,4 +51,12 @@ def load_target(target: str, folder: str | os.PathLike[str] | None = None) -> Ca
         fn = getattr(fn, part)
     if not callable(fn):
         raise TargetError(f"target {target!r}: {name!r} is not callable ({type(fn).__name__}), expected a function")
+    try:
+        inspect.signature(fn).bind()
+    except TypeError:  # (it is called with no arguments)
+        raise TargetError(
+            f"target {target!r}: {name}{inspect.signature(fn)} takes arguments, expected a function called with none"
+        ) from None
+    except ValueError:  # (no signature to read: a builtin; the call says)
+        pass
     return fn

@@ -112,8 +112,8 @@ def test_a_kernel_that_raises_is_a_failure_naming_the_error():
     def broken(x):
         raise RuntimeError("CUDA kernel not built")
 
-    results = check_cast_claim(broken, CastClaim(), examples=5)
-    assert len(failures(results)) == 9
+    results = check_cast_claim(broken, CastClaim(), examples=0)  # (the named cases: hypothesis may be absent)
+    assert len(failures(results)) == 8
     assert all(r.problem.startswith("the function raised RuntimeError: CUDA kernel not built") for r in results)
 
 
@@ -278,6 +278,7 @@ def test_two_targets_giving_one_key_and_claims_that_are_no_list_are_clear_errors
             call()
 
 
+@pytest.mark.needs("hypothesis")
 def test_a_difference_the_team_function_does_not_repeat_is_reported_not_raised():
     """A function whose answer changes on a repeat (state, a racy kernel): hypothesis's replay of
     the input finds no difference, and the one found is still the result."""
@@ -305,3 +306,46 @@ def test_without_hypothesis_the_generated_case_is_not_run_never_passed(monkeypat
     (result,) = [r for r in check_cast_claim(team_quantize(), CastClaim()) if r.case.startswith("hypothesis")]
     assert result.not_run is not None and not result.failed and result.line().startswith("not run "), result
     assert report([result]).splitlines()[0].endswith("0 failed, 0 known failures, 1 not run")
+
+
+def test_two_functions_held_to_one_claim_are_told_apart_by_label_else_refused_naming_label(team_targets, capsys):
+    """Without ``label=``, two kernels under one claim give the same case names: the target is a
+    usage error saying so before the profile is collected; with it, each result names its kernel."""
+    from fp8ref.__main__ import main
+    from fp8ref.harness.claims import targets
+
+    (team_targets / "fp8team_two.py").write_text(
+        "from fp8ref.harness.claims import CastClaim, check_cast_claim\n"
+        "from tests.cpu.tools.test_claims import team_quantize\n\n"
+        "def unlabelled():\n"
+        "    return [*check_cast_claim(team_quantize(), CastClaim(), examples=0),\n"
+        "            *check_cast_claim(team_quantize(), CastClaim(), examples=0)]\n\n"
+        "def labelled():\n"
+        "    return [*check_cast_claim(team_quantize(), CastClaim(), examples=0, label='triton'),\n"
+        "            *check_cast_claim(team_quantize(), CastClaim(), examples=0, label='cuda')]\n\n"
+        "def takes(x):\n"
+        "    return []\n"
+    )
+    assert main(["profile", "--claims", "fp8team_two:unlabelled", "--out", str(team_targets / "p.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "have one key" in err and "give each function its label= in check_*_claim" in err, err
+    got = targets.claim_results("fp8team_two:labelled")
+    assert {r.claim for r in got} == {"triton: cast e4m3fn tensorwise (scale)", "cuda: cast e4m3fn tensorwise (scale)"}
+    with pytest.raises(targets.TargetError, match=r"takes\(x\) takes arguments, expected a function called with none"):
+        targets.claim_results("fp8team_two:takes")
+    with pytest.raises(ValueError, match="label: expected a non-empty name"):
+        check_cast_claim(team_quantize(), CastClaim(), examples=0, label=" ")
+
+
+def test_a_known_failure_may_be_named_as_the_report_prints_it(tmp_path):
+    def f16(x):
+        codes, scale = team_quantize()(x)
+        return (x * scale).clamp(-448, 448).to(torch.float16).to(torch.float8_e4m3fn), scale
+
+    case = "a row of zeros among others"
+    full = {f"kernel: {CastClaim().name}: {case}": "ticket 12"}
+    results = {r.case: r for r in check_cast_claim(f16, CastClaim(), examples=0, label="kernel", known=full)}
+    assert results[case].problem and results[case].known == "ticket 12" and not results[case].failed
+    other = {f"other: {CastClaim().name}: {case}": "another kernel's"}
+    results = {r.case: r for r in check_cast_claim(f16, CastClaim(), examples=0, label="kernel", known=other)}
+    assert results[case].failed  # (another function's known failure is not this one's)

@@ -1,6 +1,7 @@
 """``python -m fp8ref``: the format table and the codec benchmark run and say what they should."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -21,8 +22,18 @@ def run_beside(folder):
     return {
         "formats": fp8ref_main_each({"verbose": ["--verbose", "formats"], "plain": ["formats"]}),
         "diff": fp8ref_main_each({"diff": ["diff", _GOLDEN, _GOLDEN]}),
+        "diff report": fp8ref_main_each({"report": ["diff", _GOLDEN, _changed(folder), "--format", "markdown"]}),
         "help": fp8ref_main_each({"help": ["--help"]}),
     }
+
+
+def _changed(folder: Path) -> str:
+    """fp8ref's CPU golden with one key changed: its report reads every family's meanings."""
+    profile = json.loads(open(_GOLDEN).read())
+    profile["behaviour"]["cast.e4m3fn.bf16.overflow"] = "something else"
+    path = folder / "changed.json"
+    path.write_text(json.dumps(profile))
+    return str(path)
 
 
 @pytest.fixture
@@ -113,11 +124,13 @@ def test_building_the_parser_loads_no_training_code(fresh):
     assert [m for m in fresh("formats")["modules"] if m.startswith(_TRAINING)] == ["fp8ref.finetune.presets"]
 
 
-def test_diff_and_help_do_not_import_torch(fresh):
+def test_diff_and_help_do_not_import_torch(fresh, beside):
     """Comparing two installs' profiles reads JSON only: it starts in a fraction of a second (and
     works where torch cannot be imported at all)."""
     assert "torch" not in fresh("diff")["modules"]
     assert "torch" not in fresh("help")["modules"]
+    report = main_each_report(beside("diff report"))  # (a difference: every family's meanings read)
+    assert report["calls"]["report"][0] == 1 and "torch" not in report["modules"], report["calls"]
 
 
 def test_import_noise_is_shown_only_with_verbose(fresh):
