@@ -1,6 +1,7 @@
 """The claims family's profile keys (``claim.*``): a team's claims (``targets``) as keys of the
-team's own golden, one per case: ``claim.<target>.<claim>.<case>``, each part with what is not a
-letter, digit, ``_``, ``-``, ``+`` or ``:`` made ``_``. Its value: ``passed``, ``differs: <the
+team's own golden, one per case: ``claim.<target>.<claim>.<case>``, in each part every run of
+characters other than letters, digits, ``_``, ``-``, ``+`` and ``:`` made one ``_``, none at
+either end. Its value: ``passed``, ``differs: <the
 first difference>`` (a known failure too: the golden pins what the code does, the known file why
 it is accepted), or ``missing: <why>`` (a case that did not run). Collected only for the targets a
 profile is asked for (``Where.claims``): fp8ref's own goldens hold none."""

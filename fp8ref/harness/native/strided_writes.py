@@ -78,6 +78,9 @@ def _one(how: str, write: Write, layout: str, fmt: FloatFormat, device: str) -> 
     value = 0.0 if how == "zero_" else _VALUE
     ok, got = survey(functools.partial(write, view.view(dtype), value, mask))
     if not ok:
+        # (the same write into float32, in the same layout, must run: else the call itself is
+        # wrong, fp8ref's, and raises here instead of reading as the install's refusal)
+        write(in_buffer(_SHAPE, torch.float32, layout, device)[0], value, mask)
         return None, first_words(got, 160)
     code = torch.tensor([value], dtype=torch.float64).to(dtype).view(torch.uint8)  # (.to: held to the codec elsewhere)
     want = torch.where(_addressed(how, mask), code, before_codes)
