@@ -18,6 +18,8 @@ import importlib
 from types import ModuleType
 from typing import Any
 
+from ..stack.refusals import not_measured, own_need
+
 __all__ = ["ROOTS", "classes", "members", "profile_keys"]
 
 # the modules whose dataclasses and enums are torchao's FP8 training and MX/NVFP4 surface
@@ -34,6 +36,9 @@ def _import(name: str) -> ModuleType | str:
     try:
         return importlib.import_module(name)
     except Exception as exc:  # noqa: BLE001 - a torchao without the module, or one that fails to import
+        need = own_need(exc)  # (torchao's MX code imports numpy: fp8ref's own need, not torchao's answer)
+        if need is not None:
+            return not_measured(need)
         return f"missing: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}"
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from ..stack.install import MissingPackage, require
+from ..stack.install import MissingPackage, has_package, needs_package, require
 from ..stack.refusals import attempt, import_refusal
 
 __all__ = [
@@ -43,10 +43,10 @@ def finegrained_refusal() -> str | None:
     """None when transformers' fine-grained FP8 imports here, else why not: ``missing: ...``
     without transformers, the install's refusal (``refused: ImportError: ...``) when it lacks the
     module or fails to import it."""
-    try:
-        require("transformers", "transformers' fine-grained FP8")
-    except MissingPackage as exc:
-        return f"missing: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:160]}"
+    if not has_package("transformers"):
+        words = needs_package("transformers", "transformers' fine-grained FP8")
+        return f"missing: {MissingPackage.__name__}: {words[:160]}"
+    # (a transformers that fails to import is the install's answer too, or fp8ref's own need missing)
     return import_refusal("transformers.integrations.finegrained_fp8")
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..stack.install import device_kind
+from ..stack.refusals import NOT_MEASURED
 from .profile_file import (
     ACCEPTED_SUFFIX,
     ProfileError,
@@ -36,6 +37,7 @@ __all__ = [
     "install_label",
     "accepted_differences",
     "device_mismatch",
+    "not_measured_lines",
     "ACCEPTED_SUFFIX",
 ]
 
@@ -98,8 +100,10 @@ def compare_with_golden(
     ``("missing", [how to pin])``, ``("unreadable", [what is wrong, how to re-pin])`` (a truncated
     or corrupted golden), ``("wrong device", [both device kinds])`` (a golden of another device
     kind: neither compared nor overwritten) or, with ``update``, ``("updated", [what was
-    written])``. ``how_to_pin``: the command the caller's users re-pin with (default: ``python -m
-    fp8ref profile``).
+    written])`` or ``("not measured", [each package fp8ref itself needs and lacks here, ...])``
+    (nothing written: a golden pins the stack's answers, never fp8ref's own missing package).
+    ``how_to_pin``: the command the caller's users re-pin with (default: ``python -m fp8ref
+    profile``).
     """
     path = golden_path(golden, device)
     pin = how_to_pin or f"python -m fp8ref profile --device {device} --out {path}"
@@ -111,6 +115,9 @@ def compare_with_golden(
     if now is None:
         now = (collect or _collect)(device)
     if update:
+        unmeasured = not_measured_lines(now)
+        if unmeasured:  # (a golden pins the stack's answers: fp8ref's own missing package is none)
+            return "not measured", [*unmeasured, f"{path}: not pinned; install what is named and pin again"]
         wrong = _wrong_device_on_disk(path, now)
         if wrong is not None:
             return "wrong device", [wrong, "not overwritten: re-pin into a file of this device kind"]
@@ -154,6 +161,16 @@ def _wrong_device_on_disk(path: Path, now: dict) -> str | None:
     except ProfileError:
         return None  # (a broken golden is re-pinned whole)
     return device_mismatch(pinned, now, path)
+
+
+def not_measured_lines(now: dict) -> list[str]:
+    """One line per package fp8ref needs for itself that was missing where ``now`` was collected
+    (``refusals.not_measured``): how many keys it left unmeasured, and what to install."""
+    counts: dict[str, int] = {}
+    for value in now.get("behaviour", {}).values():
+        if isinstance(value, str) and value.startswith(NOT_MEASURED):
+            counts[value] = counts.get(value, 0) + 1
+    return [f"{n} keys {why}" for why, n in sorted(counts.items())]
 
 
 def not_compared_lines(golden: str | Path, now: dict, device: str = "cpu") -> list[str]:

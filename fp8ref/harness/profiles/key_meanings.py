@@ -117,12 +117,12 @@ def value_kind(value: object) -> str:
     """What a profile value says: ``refused`` (the install declines: ``refused: ...``, ``crashed:
     ...``, an op refused on every dtype ``all refused``), ``fails`` (an error on an input it
     supports: ``fails: ...``), ``absent`` (the profile holds no such key), ``not installed``
-    (``missing ...``, ``not installed``) or ``answer`` (anything else)."""
+    (``missing ...``, ``not installed``, ``not measured here: ...``) or ``answer`` (anything else)."""
     if not isinstance(value, str):
         return "answer"
     if value == "<absent>":
         return "absent"
-    if value.startswith(("missing", "not installed")):
+    if value.startswith(("missing", "not installed", "not measured here")):  # (the last: fp8ref's own need)
         return "not installed"
     if value.startswith("fails"):
         return "fails"

@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from .atomic import write_text
-from .stack_identity import install_label, label_matches, label_packages, not_installed_here, versions_words
+from .stack_identity import (
+    LABEL_STACK,
+    install_label,
+    label_matches,
+    label_packages,
+    not_installed_here,
+    versions_words,
+)
 
 __all__ = [
     "PROFILE_VERSION",
@@ -241,7 +248,7 @@ def entry_label(named: dict, now: dict) -> str | None:
     """The label of ``named`` (an accepted-differences file's entries) that names ``now``'s install:
     the one naming the most packages of those whose every package matches (``label_matches``)."""
     matching = [label for label in named if label_matches(label, now)]
-    return max(matching, key=lambda label: len(label_packages(label)), default=None)
+    return max(matching, key=lambda label: len(set(label_packages(label)) & set(LABEL_STACK)), default=None)
 
 
 def format_diff(pinned: dict, now: dict) -> list[str]:

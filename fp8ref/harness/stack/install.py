@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from ...reference.validate import one_of
+from .refusals import DOES_NOT_IMPORT, describe
 
 __all__ = [
     "EXTRAS",
@@ -155,13 +156,14 @@ def cpu_amx() -> str:
 
 
 # the packages whose behaviour a profile pins besides torch (``profiles.stack_identity.STACK``), by
-# distribution name: their installed versions, read from package metadata (no import; whether one
-# imports is its probes' answer)
+# distribution name: their installed versions, read from package metadata, and whether each imports
+# (``pinned_version``: one that does not is named in the versions, not blamed on its neighbours)
 PINNED_PACKAGES = {
     "torchao": "torchao",
     "transformers": "transformers",
     "accelerate": "accelerate",
     "safetensors": "safetensors",
+    "triton": "triton",
     "ml_dtypes": "ml-dtypes",
     "gfloat": "gfloat",
     "expecttest": "expecttest",
@@ -176,14 +178,37 @@ def installed_version(distribution: str) -> str | None:
         return None
 
 
+@functools.cache
+def import_failure(name: str) -> str | None:
+    """Why the installed package ``name`` fails to import here (``Type: message``), or None when it
+    imports. Asked once per process: a package built for another torch fails the same way each time."""
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - whatever it raises while it loads is the package not importing
+        return describe(exc)
+    return None
+
+
+def pinned_version(name: str) -> str | None:
+    """A pinned package's version (``PINNED_PACKAGES``), None when it is not installed, and
+    ``<version> installed, does not import: <its error>`` when it is installed but fails to
+    import: its keys are then left uncompared, the package named, never its neighbours blamed."""
+    version = installed_version(PINNED_PACKAGES[name])
+    if version is None:
+        return None
+    failure = import_failure(name)
+    return version if failure is None else f"{version} {DOES_NOT_IMPORT}: {failure}"
+
+
 def versions(device: str = "cpu") -> dict:
     """What produced a result: Python, torch and every package whose behaviour the profile pins
-    (``PINNED_PACKAGES``: None when not installed), CUDA, device kind and name, CPU features."""
+    (``PINNED_PACKAGES``: None when not installed, its import error when it does not import:
+    ``pinned_version``), CUDA, device kind and name, CPU features."""
     dev = torch.device(device)
     return {
         "python": platform.python_version(),
         "torch": torch.__version__,
-        **{name: installed_version(dist) for name, dist in PINNED_PACKAGES.items()},
+        **{name: pinned_version(name) for name in PINNED_PACKAGES},
         "cuda": torch.version.cuda,
         "device": device_kind(device),
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.machine(),

@@ -72,6 +72,11 @@ __all__ = [
     "describe",
     "attempt",
     "observe",
+    "OWN_NEEDS",
+    "NOT_MEASURED",
+    "DOES_NOT_IMPORT",
+    "own_need",
+    "not_measured",
 ]
 
 T = TypeVar("T")
@@ -241,6 +246,48 @@ DOCUMENTED_LIMITS = (
     ),
 )
 
+# fp8ref's own needs: the packages fp8ref judges with, never part of the stack under test (numpy:
+# reading tensors' bytes, the oracles' arrays; hypothesis: generated inputs; expecttest: torch's op
+# catalogue imports it; gfloat and ml_dtypes: the independent oracles). One that is missing here is
+# no answer of the install, whoever's import meets it (torchao's MX code imports numpy too): a probe
+# that meets it records ``not_measured``, never ``refused:`` or ``fails:``, the golden comparison
+# leaves its keys out and a golden is not pinned with them (profiles.golden).
+OWN_NEEDS = ("numpy", "hypothesis", "expecttest", "gfloat", "ml_dtypes")
+NOT_MEASURED = "not measured here"
+# a package of the stack that is installed but fails to import (install.versions): its keys have no
+# answer of their own, and profiles.stack_identity leaves them out of a comparison, naming it
+DOES_NOT_IMPORT = "installed, does not import"
+# torch's words when a tensor is converted to or from numpy without numpy (torch/csrc/utils/tensor_numpy.cpp)
+_NUMPY_UNAVAILABLE = re.compile(r"^Numpy is not available|^PyTorch was compiled without NumPy support")
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def own_need(exc: BaseException) -> str | None:
+    """The package of ``OWN_NEEDS`` whose absence ``exc`` (or an error it was raised from) reports,
+    or None."""
+    seen: set[int] = set()
+    err: BaseException | None = exc
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, ImportError):
+            found = _NO_MODULE.search(str(err))
+            name = (err.name or (found.group(1) if found else "")).split(".")[0]
+            if name in OWN_NEEDS:
+                return name
+        if isinstance(err, RuntimeError) and _NUMPY_UNAVAILABLE.search(str(err)):
+            return "numpy"
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def not_measured(package: str) -> str:
+    """The profile value of a key whose probe needs ``package``, one of fp8ref's own needs, which is
+    not installed here: what is missing and how to install it."""
+    if package not in OWN_NEEDS:
+        raise ValueError(f"package: expected one of fp8ref's own needs {OWN_NEEDS}, got {package!r}")
+    return f"{NOT_MEASURED}: fp8ref needs {package}, which is not installed (pip install 'fp8ref[test]')"
+
+
 # Messages of errors that break the CUDA context (CUDA runtime error strings as torch reports them).
 DEVICE_FAULTS = re.compile(
     r"illegal memory access|misaligned address|unspecified launch failure|device-side assert"
@@ -327,6 +374,8 @@ def is_refusal(exc: BaseException) -> bool:
         return False
     if DEVICE_FAULTS.search(str(exc)):
         return False  # the device broke: a failure, and what follows it is not to be trusted
+    if own_need(exc) is not None:
+        return False  # fp8ref's own package missing: no answer of the install (attempt says which)
     package = raised_by_install(exc)
     return package is not None and declined(exc, package) is not None
 
@@ -340,6 +389,8 @@ def op_declines(exc: BaseException) -> bool:
     call, is the op declining that dtype; what fp8ref's own frames raise (building the sample, a
     typo) is a failure. Device faults and non-``Exception`` errors never count."""
     if not isinstance(exc, Exception) or isinstance(exc, MemoryError) or DEVICE_FAULTS.search(str(exc)):
+        return False
+    if own_need(exc) is not None:
         return False
     return raised_by_install(exc) is not None or is_refusal(exc)
 
@@ -380,6 +431,9 @@ def import_refusal(module: str, names: tuple[str, ...] = ()) -> str | None:
         for name in names:
             getattr(loaded, name)
     except Exception as exc:  # noqa: BLE001 - classified below; the rest re-raised
+        need = own_need(exc)
+        if need is not None:
+            return not_measured(need)
         if raised_by_install(exc) is None and not isinstance(exc, AttributeError):
             raise
         return f"refused: {describe(exc)}"
@@ -415,7 +469,8 @@ def refusal(exc: BaseException) -> str | None:
 
 def attempt(fn: Callable[[], T], device: str | None = None) -> tuple[bool, T | str]:
     """Call ``fn()``, the smallest call that answers a capability question. ``(True, result)``
-    on success, ``(False, 'refused: ...')`` when the install refuses; any other exception (a
+    on success, ``(False, 'refused: ...')`` when the install refuses, ``(False, 'not measured
+    here: ...')`` when one of fp8ref's own needs is missing (``own_need``); any other exception (a
     failure, a device fault) propagates unchanged. With a CUDA ``device`` the call is
     synchronized before it counts as a success, so an asynchronous fault surfaces here, in the
     call that caused it."""
@@ -429,6 +484,9 @@ def attempt(fn: Callable[[], T], device: str | None = None) -> tuple[bool, T | s
             torch.cuda.synchronize(device)
         return True, result
     except Exception as exc:  # noqa: BLE001 - classified below; non-refusals re-raised
+        need = own_need(exc)
+        if need is not None:  # (no answer of the install: the caller skips or records it as not measured)
+            return False, not_measured(need)
         text = refusal(exc)
         if text is None:
             raise

@@ -30,6 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..native.native_op_kinds import UNCHECKED
+from ..stack.probing import tensor_bytes
 from .call_site import call_site
 from .op_checks import SCALED_GEMMS, check_call, touches_float8
 from .records import Record, TensorInfo, Trace
@@ -61,21 +62,12 @@ def _without_values(tree: Any) -> bool:
     return bool(tensors)
 
 
-def _bytes(codes: torch.Tensor) -> bytes:
-    """A contiguous uint8 tensor's bytes: through numpy where it is installed (``bytes`` of a
-    storage reads it element by element in Python, half a second for 100 kB)."""
-    try:
-        return codes.numpy().tobytes()
-    except (ImportError, RuntimeError):  # (torch without numpy: "Numpy is not available")
-        return bytes(codes.untyped_storage())
-
-
 def _info(t: torch.Tensor, digest: bool) -> TensorInfo:
     sha = ""
     if digest and t.layout == torch.strided and t.device.type != "meta":
         # (its own storage, exactly its bytes in logical order; any dtype viewed as bytes)
         codes = t.detach().contiguous().cpu().reshape(-1).clone().view(torch.uint8)
-        sha = hashlib.sha256(_bytes(codes)).hexdigest()[:_HASH_DIGITS]
+        sha = hashlib.sha256(tensor_bytes(codes)).hexdigest()[:_HASH_DIGITS]
     return TensorInfo(str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()), str(t.device), sha)
 
 
