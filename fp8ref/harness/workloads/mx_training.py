@@ -57,7 +57,9 @@ def refusal(device: str = "cpu") -> str | None:
         lin = torch.nn.Sequential(torch.nn.Linear(32, 32, bias=False, dtype=torch.bfloat16, device=device))
         _convert(lin)
         x = torch.ones(32, 32, dtype=torch.bfloat16, device=device, requires_grad=True)
-        lin(x).sum().backward()
+        # (the workload's own loss: a contiguous gradient reaches the layer; .sum() would hand it an
+        # expanded one, which torchao 0.17's to_mx asserts against, a path the workload never takes)
+        lin(x).float().pow(2).mean().backward()
         return x.grad
 
     ok, result = attempt(smallest, device)
