@@ -49,8 +49,9 @@ def _check_device(device: str) -> str:
 
 
 def _check_output(path: str, what: str) -> str:
-    """An output path that can be written (``atomic.check_writable``), as a usage error if not:
-    asked before the work, so the error comes at once and names the user's path."""
+    """An output path that can be written (``atomic.check_writable``: its folder exists and takes
+    files; none is created), as a usage error if not: asked before the work and before importing
+    torch, so the error comes at once and names the user's path."""
     from .harness.profiles.atomic import UnwritablePath, check_writable
 
     try:
@@ -172,7 +173,9 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     why = " ".join(args.why.split())
     if not why:
         raise UsageError("--why: expected the reason these differences are accepted, got nothing")
-    a, b = _load_two(args)
+    a, b = _load_two(args)  # (inputs first: a golden that is not there is the error to name)
+    path = accepted_differences_file(args.a)
+    _check_output(str(path), "accept")
     _same_device_kind(a, b, args.a, args.b, hint="")
     rows = diff(a, b)
     if args.key:
@@ -180,8 +183,6 @@ def _cmd_accept(args: argparse.Namespace) -> int:
         if unmatched:
             raise UsageError(f"--key {unmatched[0]!r}: matches none of the {len(rows)} differing keys")
         rows = [(k, x, y) for k, x, y in rows if any(fnmatch.fnmatchcase(k, pattern) for pattern in args.key)]
-    path = accepted_differences_file(args.a)
-    _check_output(str(path), "accept")
     try:
         named = read_accepted_file(path) if path.exists() else {}
     except ProfileError as exc:
@@ -274,6 +275,10 @@ class _Bars:
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
+    prefix = args.out or f"finetune-{args.preset if args.model is None else 'model'}-{args.backend}-{args.recipe}"
+    _check_output(prefix + ".json", "--out")  # (before importing torch: a bad path fails at once, named)
+    if not args.no_plot:
+        _check_output(prefix + ".png", "--out")
     from .finetune import FinetuneConfig, compare, plot_losses, save_results, summary_lines
     from .finetune.config import ResourceUnavailable
     from .harness.stack.install import MissingPackage
@@ -306,10 +311,6 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         cfg.resolved()  # a bad option is the user's input: one line, exit 2
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    prefix = args.out or f"finetune-{args.preset if args.model is None else 'model'}-{args.backend}-{args.recipe}"
-    _check_output(prefix + ".json", "--out")  # (before training: a bad path fails at once, named)
-    if not args.no_plot:
-        _check_output(prefix + ".png", "--out")
     # progress bars only on a terminal: a log or a CI step's captured stderr gets none (one line
     # per update, kilobytes a run), and a run that succeeds prints nothing there
     bars = _Bars() if not args.no_progress and sys.stderr.isatty() else None
