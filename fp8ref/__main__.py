@@ -344,9 +344,51 @@ def _trace_target(target: str) -> Any:
     try:
         return load_target(target)
     except TargetError as exc:
-        if exc.inside:  # (an error inside the user's module: its traceback says where)
-            traceback.print_exception(exc.__cause__)
-        raise UsageError(str(exc)) from exc
+        raise UsageError(_target_error(target, exc)) from exc
+
+
+def _target_error(target: str, exc: Exception) -> str:
+    """``exc`` (a ``TargetError``) as one line: for a module that raised while it loaded, what it
+    raised and the file:line it came from (``--debug`` prints the whole traceback)."""
+    cause = exc.__cause__
+    if not getattr(exc, "inside", False) or cause is None:
+        return str(exc)
+    module = target.partition(":")[0]
+    if isinstance(cause, SyntaxError) and cause.msg:  # (str() would add the file's name alone)
+        said = cause.msg
+    else:
+        said = " ".join(str(cause).split())  # (one line, whatever the message's own lines)
+    what = f"{type(cause).__name__}: {said}" if said else type(cause).__name__
+    where = _where_it_failed(cause, module)
+    return f"target {target!r}: module {module!r} cannot be imported ({what}{f', at {where}' if where else ''})"
+
+
+def _where_it_failed(exc: BaseException, module: str) -> str | None:
+    """``file:line`` where importing ``module`` failed: a SyntaxError's own place (a file's, not
+    the ``<string>`` of a compile the module ran), else the innermost frame of the target's
+    package (its top-level name, so a helper module of its own counts and a library it called
+    does not); None when no frame of it is there."""
+    if isinstance(exc, SyntaxError) and exc.filename and not exc.filename.startswith("<") and exc.lineno:
+        return f"{_shown(exc.filename)}:{exc.lineno}"
+    top = module.split(".")[0]
+    place = None
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_globals.get("__name__", "")
+        if name == top or name.startswith(top + "."):
+            place = f"{_shown(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return place
+
+
+def _shown(filename: str) -> str:
+    """``filename`` relative to the current folder when it is under it (as the user named the
+    target from there), else as it is."""
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # (another drive, on Windows)
+        return filename
+    return filename if relative.startswith(os.pardir) else relative
 
 
 def _users_call(target: str, call: Callable[[], Any]) -> Any:
@@ -389,9 +431,7 @@ def _claims_targets(targets: list[str]) -> tuple[str, ...]:
         try:
             _users_call(target, functools.partial(claim_results, target))
         except TargetError as exc:
-            if exc.inside:
-                traceback.print_exception(exc.__cause__)
-            raise UsageError(f"--claims: {exc}") from exc
+            raise UsageError(f"--claims: {_target_error(target, exc)}") from exc
     return tuple(targets)
 
 
