@@ -49,8 +49,9 @@ def _check_device(device: str) -> str:
 
 
 def _check_output(path: str, what: str) -> str:
-    """An output path that can be written (``atomic.check_writable``), as a usage error if not:
-    asked before the work, so the error comes at once and names the user's path."""
+    """An output path that can be written (``atomic.check_writable``: its folder exists and takes
+    files; none is created), as a usage error if not: asked before the work and before importing
+    torch, so the error comes at once and names the user's path."""
     from .harness.profiles.atomic import UnwritablePath, check_writable
 
     try:
@@ -172,7 +173,9 @@ def _cmd_accept(args: argparse.Namespace) -> int:
     why = " ".join(args.why.split())
     if not why:
         raise UsageError("--why: expected the reason these differences are accepted, got nothing")
-    a, b = _load_two(args)
+    a, b = _load_two(args)  # (inputs first: a golden that is not there is the error to name)
+    path = accepted_differences_file(args.a)
+    _check_output(str(path), "accept")
     _same_device_kind(a, b, args.a, args.b, hint="")
     rows = diff(a, b)
     if args.key:
@@ -180,8 +183,6 @@ def _cmd_accept(args: argparse.Namespace) -> int:
         if unmatched:
             raise UsageError(f"--key {unmatched[0]!r}: matches none of the {len(rows)} differing keys")
         rows = [(k, x, y) for k, x, y in rows if any(fnmatch.fnmatchcase(k, pattern) for pattern in args.key)]
-    path = accepted_differences_file(args.a)
-    _check_output(str(path), "accept")
     try:
         named = read_accepted_file(path) if path.exists() else {}
     except ProfileError as exc:
@@ -274,6 +275,10 @@ class _Bars:
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
+    prefix = args.out or f"finetune-{args.preset if args.model is None else 'model'}-{args.backend}-{args.recipe}"
+    _check_output(prefix + ".json", "--out")  # (before importing torch: a bad path fails at once, named)
+    if not args.no_plot:
+        _check_output(prefix + ".png", "--out")
     from .finetune import FinetuneConfig, compare, plot_losses, save_results, summary_lines
     from .finetune.config import ResourceUnavailable
     from .harness.stack.install import MissingPackage
@@ -306,10 +311,6 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         cfg.resolved()  # a bad option is the user's input: one line, exit 2
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
-    prefix = args.out or f"finetune-{args.preset if args.model is None else 'model'}-{args.backend}-{args.recipe}"
-    _check_output(prefix + ".json", "--out")  # (before training: a bad path fails at once, named)
-    if not args.no_plot:
-        _check_output(prefix + ".png", "--out")
     # progress bars only on a terminal: a log or a CI step's captured stderr gets none (one line
     # per update, kilobytes a run), and a run that succeeds prints nothing there
     bars = _Bars() if not args.no_progress and sys.stderr.isatty() else None
@@ -343,9 +344,51 @@ def _trace_target(target: str) -> Any:
     try:
         return load_target(target)
     except TargetError as exc:
-        if exc.inside:  # (an error inside the user's module: its traceback says where)
-            traceback.print_exception(exc.__cause__)
-        raise UsageError(str(exc)) from exc
+        raise UsageError(_target_error(target, exc)) from exc
+
+
+def _target_error(target: str, exc: Exception) -> str:
+    """``exc`` (a ``TargetError``) as one line: for a module that raised while it loaded, what it
+    raised and the file:line it came from (``--debug`` prints the whole traceback)."""
+    cause = exc.__cause__
+    if not getattr(exc, "inside", False) or cause is None:
+        return str(exc)
+    module = target.partition(":")[0]
+    if isinstance(cause, SyntaxError) and cause.msg:  # (str() would add the file's name alone)
+        said = cause.msg
+    else:
+        said = " ".join(str(cause).split())  # (one line, whatever the message's own lines)
+    what = f"{type(cause).__name__}: {said}" if said else type(cause).__name__
+    where = _where_it_failed(cause, module)
+    return f"target {target!r}: module {module!r} cannot be imported ({what}{f', at {where}' if where else ''})"
+
+
+def _where_it_failed(exc: BaseException, module: str) -> str | None:
+    """``file:line`` where importing ``module`` failed: a SyntaxError's own place (a file's, not
+    the ``<string>`` of a compile the module ran), else the innermost frame of the target's
+    package (its top-level name, so a helper module of its own counts and a library it called
+    does not); None when no frame of it is there."""
+    if isinstance(exc, SyntaxError) and exc.filename and not exc.filename.startswith("<") and exc.lineno:
+        return f"{_shown(exc.filename)}:{exc.lineno}"
+    top = module.split(".")[0]
+    place = None
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_globals.get("__name__", "")
+        if name == top or name.startswith(top + "."):
+            place = f"{_shown(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return place
+
+
+def _shown(filename: str) -> str:
+    """``filename`` relative to the current folder when it is under it (as the user named the
+    target from there), else as it is."""
+    try:
+        relative = os.path.relpath(filename)
+    except ValueError:  # (another drive, on Windows)
+        return filename
+    return filename if relative.startswith(os.pardir) else relative
 
 
 def _users_call(target: str, call: Callable[[], Any]) -> Any:
@@ -388,9 +431,7 @@ def _claims_targets(targets: list[str]) -> tuple[str, ...]:
         try:
             _users_call(target, functools.partial(claim_results, target))
         except TargetError as exc:
-            if exc.inside:
-                traceback.print_exception(exc.__cause__)
-            raise UsageError(f"--claims: {exc}") from exc
+            raise UsageError(f"--claims: {_target_error(target, exc)}") from exc
     return tuple(targets)
 
 

@@ -85,6 +85,7 @@ results["accept"] = fp8ref_main(["accept", str(mine), str(now), "--why", "our lo
 run("accepted", "--fp8-golden", str(mine))
 
 goldens = folder / "goldens"
+goldens.mkdir()  # (an output's folder must exist: fp8ref creates none)
 run("folder", "--fp8-golden", str(goldens), "--fp8-update-golden")
 results["folder_pinned"] = sorted(p.name for p in goldens.iterdir()) if goldens.exists() else []
 run("gpu dry run", "--fp8-golden", str(goldens), "--fp8-dry-run", test=GPU_TEST)

@@ -3,8 +3,10 @@ usage or input error (one ``error:`` line, no traceback unless --debug), 3 for a
 half-written output when a command fails or is interrupted."""
 
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -231,3 +233,79 @@ def test_a_profile_that_succeeds_prints_nothing_on_stderr(beside):
         stray = re.sub(r"(?m)^.*UserWarning: Failed to initialize NumPy.*\n(^ .*\n)?", "", stray)
     assert stray == "", f"stray lines on stderr: {stray[:2000]!r}"
     assert done.stdout.startswith("wrote ") and done.stdout.count("\n") == 1, done.stdout
+
+
+# --- trace (and profile --claims): a target module that fails to import is one line -----------
+
+# a module of the user's that fails while it loads: (its source, the line it fails on, how the
+# error line tells its error)
+BROKEN_MODULES = {
+    "a syntax error": ("x = 1\ndef f(:\n    pass\n", 2, "SyntaxError: "),
+    "a missing import": (
+        "import os\nimport fp8ref_test_no_such_module\n",
+        2,
+        "ModuleNotFoundError: No module named 'fp8ref_test_no_such_module'",
+    ),
+    "a raise at import": (
+        "def setup():\n    raise RuntimeError('no GPU\\nfound at import')\n\n\nsetup()\n",
+        2,
+        "RuntimeError: no GPU found at import",  # (its two lines made one)
+    ),
+    "a library's error": ("import json\n\nCONFIG = json.loads('{')\n", 3, "JSONDecodeError: "),
+}
+
+
+@pytest.fixture
+def users_folder(tmp_path, monkeypatch):
+    """``tmp_path`` as the user's current folder, imported from as ``python -m`` would."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    return tmp_path
+
+
+@pytest.mark.parametrize("case", list(BROKEN_MODULES))
+@pytest.mark.parametrize("command", ["trace", "profile --claims"])
+def test_a_target_that_fails_to_import_is_one_error_line_naming_where(case, command, users_folder, capsys):
+    """Before: the target's whole traceback, then the error line. Now its error and its place
+    in one line (the traceback with --debug)."""
+    source, line, starts = BROKEN_MODULES[case]
+    module = "fp8user_broken_" + case.replace(" ", "_").replace("'", "")
+    (users_folder / f"{module}.py").write_text(source)
+    argv = ["trace", f"{module}:f"] if command == "trace" else ["profile", "--claims", f"{module}:f"]
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    prefix = "--claims: " if command != "trace" else ""
+    head = f"error: {prefix}target '{module}:f': module '{module}' cannot be imported ({starts}"
+    assert len(lines) == 1 and lines[0].startswith(head), (head, lines)
+    assert lines[0].endswith(f", at {module}.py:{line})"), lines
+
+
+def test_a_module_of_the_targets_own_package_failing_is_placed_in_that_module(users_folder, capsys):
+    """The innermost line of the target's own package (a helper module of its), not the
+    import statement that reached it."""
+    pkg = users_folder / "fp8user_pkg_broken"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "helper.py").write_text("\n\nVALUE = 1 / 0\n")
+    (pkg / "steps.py").write_text("from . import helper\n")
+    assert main(["trace", "fp8user_pkg_broken.steps:f"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    where = os.path.join("fp8user_pkg_broken", "helper.py")
+    assert len(lines) == 1 and lines[0].endswith(f"(ZeroDivisionError: division by zero, at {where}:3)"), lines
+
+
+def test_debug_shows_a_broken_targets_traceback(users_folder, capsys):
+    (users_folder / "fp8user_debug_broken.py").write_text("raise RuntimeError('at import')\n")
+    assert main(["--debug", "trace", "fp8user_debug_broken:f"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "fp8user_debug_broken.py" in err, err
+    assert err.strip().splitlines()[-1].startswith("error: target 'fp8user_debug_broken:f': "), err
+
+
+def test_a_target_module_that_is_not_there_stays_one_line(users_folder, capsys):
+    assert main(["trace", "fp8user_not_there_at_all:f"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines == [
+        "error: target 'fp8user_not_there_at_all:f': module 'fp8user_not_there_at_all' cannot be imported "
+        "(ModuleNotFoundError: No module named 'fp8user_not_there_at_all')"
+    ], lines

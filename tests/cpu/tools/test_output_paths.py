@@ -1,8 +1,9 @@
 """The files fp8ref writes for its users: a write through a symbolic link updates the link's
 target and leaves the link a link; a path that is not a regular file (a folder, a device, a FIFO)
-is never replaced; and every output path (``profile --out``, ``accept``'s installs file,
-``--fp8-report``, ``--fp8-update-golden``'s golden, ``scripts/your_env.py --report``) is checked
-before the work, with one error naming the user's path (``atomic.check_writable``)."""
+is never replaced; and every output path (``profile --out``, ``finetune --out``'s JSON and PNG,
+``accept``'s installs file, ``--fp8-report``, ``--fp8-update-golden``'s golden,
+``scripts/your_env.py --report``) is checked before the work, with one error naming the user's
+path (``atomic.check_writable``): its folder must exist (none is ever created) and take files."""
 
 import importlib.util
 import json
@@ -18,7 +19,7 @@ import pytest
 import fp8ref.harness.profiles.profile
 from fp8ref.__main__ import main
 from fp8ref.harness.profiles import atomic
-from tests.common.beside import pytest_each, pytest_each_result
+from tests.common.beside import fp8ref_main_each, main_each_report, pytest_each, pytest_each_result
 from tests.common.paths import GOLDEN, ROOT
 from tests.plugins.summaries import check_outputs
 
@@ -160,10 +161,45 @@ def test_the_check_agrees_with_the_system_on_a_read_only_file(tmp_path):
     assert check == system, f"{path} (0444): the system says writable={system}, the check {check}"
 
 
-def test_a_missing_folder_that_can_be_created_passes_and_is_not_created_by_the_check(tmp_path):
+def test_a_missing_folder_is_refused_and_never_created(tmp_path):
+    """A typo in an output's folder would otherwise become a new tree of folders holding the
+    only copy: the folder must exist, and neither the check nor the write creates it."""
     path = tmp_path / "new" / "deeper" / "out.json"
-    assert atomic.check_writable(path, "--out") == path
-    assert not (tmp_path / "new").exists(), "the check created the folder: it must change nothing"
+    with pytest.raises(atomic.UnwritablePath) as refused:
+        atomic.check_writable(path, "--out")
+    assert str(refused.value) == (
+        f"--out: cannot write {path}: the folder {tmp_path / 'new' / 'deeper'} does not exist "
+        "(fp8ref creates no folders: create it first)"
+    )
+    with pytest.raises(atomic.UnwritablePath):
+        atomic.write_text(path, "x")
+    assert not (tmp_path / "new").exists(), "a folder was created"
+    with pytest.raises(atomic.UnwritablePath, match="does not exist"):
+        atomic.check_writable(tmp_path / "new", "--fp8-golden", folder=True)  # (a folder of goldens too)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("folder", ["/proc", "/sys"])
+def test_a_folder_that_takes_no_files_is_refused_also_for_root(folder):
+    """Root passes ``os.access`` everywhere, yet no file can be created in /proc or /sys: the
+    check asks the system. Before: ``profile --out /proc/nope.json`` collected for 54 s, then
+    failed naming a temporary file."""
+    if not Path(folder).is_dir() or _writes(Path(folder)):
+        pytest.skip(f"{folder}: not a folder that refuses new files on this system ({sys.platform})")
+    path = f"{folder}/fp8ref-nope.json"
+    with pytest.raises(atomic.UnwritablePath) as refused:
+        atomic.check_writable(path, "--out")
+    assert str(refused.value).startswith(f"--out: cannot write {path}: no file can be created in the folder {folder} (")
+    assert isinstance(refused.value, ValueError) and isinstance(refused.value, OSError)  # (callers catch either)
+    assert not os.path.exists(path)
+
+
+def test_the_path_is_named_as_given(tmp_path, monkeypatch):
+    """``./out/x.json`` stays ``./out/x.json`` in the message (pathlib would drop the ``./``)."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(atomic.UnwritablePath) as refused:
+        atomic.check_writable("./out//x.json", "--out")
+    assert str(refused.value).startswith("--out: cannot write ./out//x.json: the folder out does not exist")
 
 
 def test_an_empty_path_is_refused():
@@ -174,10 +210,9 @@ def test_an_empty_path_is_refused():
 # --- the command line: checked before the work, one error line ----------------------------------
 
 
-@pytest.mark.parametrize("kind", ["folder", "fifo", "device", "under a file"])
+@pytest.mark.parametrize("kind", ["fifo", "device"])  # (the other kinds: REFUSED below, for each command)
 def test_profile_out_that_cannot_be_written_is_one_error_before_collecting(kind, tmp_path, monkeypatch, capsys):
-    """Before: ``profile --out DIR`` collected for 29 s, then failed naming its temporary file,
-    and on /dev/null replaced the device node with a JSON file."""
+    """Before: ``profile --out /dev/null`` replaced the device node with a JSON file."""
     path, message = _unwritable(kind, tmp_path)
     monkeypatch.setattr(
         fp8ref.harness.profiles.profile, "collect", lambda *a, **k: pytest.fail("collected before checking --out")
@@ -213,12 +248,106 @@ def test_accept_writes_a_linked_installs_file_through_the_link(tmp_path, capsys)
     assert _no_temporaries(shared, ci) == []
 
 
-def test_accept_into_an_installs_path_that_is_a_folder_is_one_error(tmp_path, capsys):
-    golden, now = _profiles(tmp_path)
-    (tmp_path / "fp8-stack-installs.json").mkdir()
-    assert main(["accept", str(golden), str(now), "--why", "x"]) == 2
+# --- every output of the command line: refused before the work, nothing created -----------------
+
+REFUSED = ["missing folder", "/proc", "/sys", "a folder", "under a file"]
+
+
+def _refused(kind: str, folder: Path, name: str) -> tuple[str, str]:
+    """An output path named ``name`` that the command line must refuse, as the user would give
+    it, and how its refusal starts after ``WHAT: `` (the system's reason for /proc and /sys is
+    its own words)."""
+    if kind == "missing folder":
+        path = folder / "no-such-folder" / name
+        return str(path), f"cannot write {path}: the folder {path.parent} does not exist (fp8ref creates no folders"
+    if kind in ("/proc", "/sys"):
+        if not Path(kind).is_dir() or _writes(Path(kind)):
+            pytest.skip(f"{kind}: not a folder that refuses new files on this system ({sys.platform})")
+        given = f"{kind}/fp8ref-{name}"
+        return given, f"cannot write {given}: no file can be created in the folder {kind} ("
+    if kind == "a folder":
+        (folder / name).mkdir()
+        return str(folder / name), f"{folder / name} is a folder, not a regular file"
+    if kind == "under a file":
+        (folder / "a-file").write_text("")
+        path = folder / "a-file" / name
+        return str(path), f"cannot write {path}: {folder / 'a-file'} is not a folder"
+    raise ValueError(f"kind: {kind!r}")
+
+
+def _tree(folder: Path) -> list[str]:
+    return sorted(str(p) for p in folder.rglob("*"))
+
+
+def _one_error(capsys: pytest.CaptureFixture[str], starts: str) -> None:
     lines = capsys.readouterr().err.strip().splitlines()
-    assert lines == [f"error: accept: {tmp_path / 'fp8-stack-installs.json'} is a folder, not a regular file"], lines
+    assert len(lines) == 1 and lines[0].startswith(f"error: {starts}"), (starts, lines)
+
+
+@pytest.mark.parametrize("kind", REFUSED)
+def test_profile_out_is_refused_before_collecting_and_creates_nothing(kind, tmp_path, monkeypatch, capsys):
+    """Before: ``--out /proc/nope.json`` collected for 54 s, then failed naming a temporary file;
+    ``--out /nonexistent/dir/x.json`` created the folders."""
+    path, words = _refused(kind, tmp_path, "out.json")
+    before = _tree(tmp_path)
+    monkeypatch.setattr(
+        fp8ref.harness.profiles.profile, "collect", lambda *a, **k: pytest.fail("collected before checking --out")
+    )
+    assert main(["profile", "--out", path]) == 2
+    _one_error(capsys, f"--out: {words}")
+    assert _tree(tmp_path) == before and (kind == "a folder" or not os.path.exists(path))
+
+
+@pytest.mark.parametrize("kind", REFUSED)
+def test_finetune_out_is_refused_before_training_and_creates_nothing(kind, tmp_path, monkeypatch, capsys):
+    """``--out PREFIX`` writes PREFIX.json: its folder is checked before a step is trained."""
+    import fp8ref.finetune as finetune
+
+    path, words = _refused(kind, tmp_path, "run.json")
+    before = _tree(tmp_path)
+    monkeypatch.setattr(finetune, "compare", lambda *a, **k: pytest.fail("trained before checking --out"))
+    assert main(["finetune", "--out", path.removesuffix(".json"), "--no-progress"]) == 2
+    _one_error(capsys, f"--out: {words}")
+    assert _tree(tmp_path) == before and (kind == "a folder" or not os.path.exists(path))
+
+
+def test_finetune_png_that_cannot_be_written_is_refused_before_training(tmp_path, monkeypatch, capsys):
+    """PREFIX.png is checked with PREFIX.json (unless --no-plot: then it is not written)."""
+    import fp8ref.finetune as finetune
+
+    monkeypatch.setattr(finetune, "compare", lambda *a, **k: pytest.fail("trained before checking --out"))
+    (tmp_path / "run.png").mkdir()
+    assert main(["finetune", "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    _one_error(capsys, f"--out: {tmp_path / 'run.png'} is a folder, not a regular file")
+    assert _tree(tmp_path) == [str(tmp_path / "run.png")]
+
+
+@pytest.mark.parametrize("kind", REFUSED)
+def test_accept_refuses_an_installs_file_that_cannot_be_written_and_creates_nothing(kind, tmp_path, capsys):
+    """The installs file beside the golden, or where a link in its place leads (a shared folder
+    that is gone, or a place that takes no files): refused before the diff, nothing written."""
+    golden, now = _profiles(tmp_path)
+    installs = tmp_path / "fp8-stack-installs.json"
+    if kind == "a folder":
+        installs.mkdir()
+        words = f"{installs} is a folder, not a regular file"
+    else:
+        target, why = _refused(kind, tmp_path, "shared-installs.json")
+        installs.symlink_to(target)
+        words = why.replace(f"cannot write {target}", f"cannot write {installs} (a link to {target})")
+    before = _tree(tmp_path)
+    assert main(["accept", str(golden), str(now), "--why", "our loss scaler clips first"]) == 2
+    _one_error(capsys, f"accept: {words}")
+    assert _tree(tmp_path) == before
+
+
+def test_a_refused_output_is_told_before_torch_is_imported(beside):
+    """The refusal comes at once (no torch import, no collection) from a fresh interpreter."""
+    report = main_each_report(beside("refusals"))
+    for call, (code, err, _) in report["calls"].items():
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and "no-such-folder" in lines[0], (call, code, err)
+    assert "torch" not in report["modules"], [m for m in report["modules"] if m.startswith("fp8ref")]
 
 
 # --- pytest's options and scripts/your_env.py -------------------------------------------------
@@ -247,7 +376,11 @@ def test_update_golden_into_a_path_that_cannot_be_written_is_a_usage_error(tmp_p
     # a folder of goldens (a path not ending in .json) that is a file
     with pytest.raises(pytest.UsageError, match="is a file, not a folder"):
         _check(fp8_golden=str(tmp_path / "a-file"), fp8_update_golden=True)
-    _check(fp8_golden=str(tmp_path / "ci" / "stack.json"), fp8_update_golden=True)  # created when pinned
+    # a folder that is not there is not created: the user's typo would hold the only copy
+    with pytest.raises(pytest.UsageError, match=re.escape(f"the folder {tmp_path / 'ci'} does not exist")):
+        _check(fp8_golden=str(tmp_path / "ci" / "stack.json"), fp8_update_golden=True)
+    (tmp_path / "ci").mkdir()
+    _check(fp8_golden=str(tmp_path / "ci" / "stack.json"), fp8_update_golden=True)
     _check(fp8_golden=str(tmp_path / "a-file" / "stack.json"))  # read only: nothing to write
 
 
@@ -260,7 +393,13 @@ def test_a_report_path_that_cannot_be_written_is_a_usage_error(kind, tmp_path):
 
 
 def run_beside(folder):
-    """pytest as a user runs it, with a report path under a file: it must stop at configure."""
+    """pytest as a user runs it, with a report path under a file: it must stop at configure; and
+    the command line's refusals in a fresh interpreter (what they imported)."""
+    gone = folder / "no-such-folder"
+    refusals = {
+        "profile": ["profile", "--out", str(gone / "profile.json")],
+        "finetune": ["finetune", "--out", str(gone / "run"), "--no-progress"],
+    }
     (folder / "a-file").write_text("")
     argv = [
         str(ROOT / "tests" / "cpu" / "tools" / "test_golden_profile.py"),
@@ -271,7 +410,10 @@ def run_beside(folder):
         "no:cacheprovider",
         f"--basetemp={folder / 'run'}",
     ]
-    return {"runs": pytest_each({"report under a file": {"argv": argv, "cwd": str(folder)}})}
+    return {
+        "runs": pytest_each({"report under a file": {"argv": argv, "cwd": str(folder)}}),
+        "refusals": fp8ref_main_each(refusals),
+    }
 
 
 def test_pytest_with_an_unwritable_report_stops_before_collecting(beside):
@@ -295,13 +437,3 @@ def test_your_env_with_an_unwritable_report_stops_before_installing_anything(tmp
     assert your_env.main(["--report", str(tmp_path)]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines == [f"error: --report: {tmp_path} is a folder, not a regular file"], lines
-
-
-def test_finetune_refuses_an_unwritable_out_before_it_trains(tmp_path, monkeypatch, capsys):
-    import fp8ref.finetune as finetune
-
-    monkeypatch.setattr(finetune, "compare", lambda *a, **k: pytest.fail("trained before checking --out"))
-    (tmp_path / "run.json").mkdir()  # a folder where the JSON would go
-    assert main(["finetune", "--out", str(tmp_path / "run"), "--no-progress"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: ") and str(tmp_path / "run.json") in err and len(err.splitlines()) == 1, err
