@@ -1,6 +1,8 @@
 """The function a ``pkg.module:function`` target names, imported as ``python -m`` imports it: the
 folder it is run from first on ``sys.path``. Shared by ``python -m fp8ref trace`` and the pytest
-plugin's ``--fp8-workload``."""
+plugin's ``--fp8-workload``. The target's code is the user's from then on (``target_code``,
+``call_site.add_user_code``): its lines are the call sites a trace names, wherever it is
+installed."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["TargetError", "load_target"]
+from .call_site import add_user_code
+
+__all__ = ["TargetError", "load_target", "target_code"]
 
 
 class TargetError(ValueError):
@@ -27,7 +31,8 @@ def load_target(target: str, folder: str | os.PathLike[str] | None = None) -> Ca
     """The callable ``target`` (``pkg.module:function``, or ``pkg.module:Class.method``) names,
     importing the module with ``folder`` (default: the current folder) first on ``sys.path``.
     ``TargetError`` names what is wrong: no ``:``, a module that cannot be imported, a missing
-    attribute, an attribute that is not callable, a function that takes arguments."""
+    attribute, an attribute that is not callable, a function that takes arguments. The target's
+    code (``target_code``) counts as the user's in the call sites a trace names."""
     if not isinstance(target, str):
         raise TypeError(f"target: expected 'pkg.module:function' (str), got {type(target).__name__}")
     module_name, colon, name = target.partition(":")
@@ -59,4 +64,23 @@ def load_target(target: str, folder: str | os.PathLike[str] | None = None) -> Ca
         ) from None
     except ValueError:  # (no signature to read: a builtin; the call says)
         pass
+    for path in target_code(module_name):
+        add_user_code(path)
     return fn
+
+
+def target_code(module_name: str) -> list[str]:
+    """Where the code of the imported module ``module_name`` lives, the user's own: the folder of
+    its outermost regular package (``team.train.step``: ``team/``; past namespace packages, which
+    other distributions share), or for a module in no package its folder and its file (the file
+    alone stays the user's where that folder is site-packages'). Empty for a module of no file."""
+    parts = module_name.split(".")
+    for depth in range(1, len(parts) + 1):
+        module = sys.modules.get(".".join(parts[:depth]))
+        file = getattr(module, "__file__", None)
+        if module is None or not isinstance(file, str):  # (a namespace package: look deeper)
+            continue
+        if hasattr(module, "__path__"):  # (a regular package: its folder)
+            return [os.path.dirname(file)]
+        return [os.path.dirname(file), file]
+    return []
