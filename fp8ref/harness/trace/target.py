@@ -7,11 +7,12 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["TargetError", "load_target"]
+__all__ = ["TargetError", "load_target", "key_part"]
 
 
 class TargetError(ValueError):
@@ -60,3 +61,10 @@ def load_target(target: str, folder: str | os.PathLike[str] | None = None) -> Ca
     except ValueError:  # (no signature to read: a builtin; the call says)
         pass
     return fn
+
+
+def key_part(text: str) -> str:
+    """``text`` as one part of a profile key: each run of characters other than letters, digits,
+    ``_``, ``-``, ``+`` and ``:`` made one ``_``, none at either end (``mypkg.train:step`` is
+    ``mypkg_train:step``): a team's target in its golden's keys."""
+    return re.sub(r"[^A-Za-z0-9_+:-]+", "_", text).strip("_")
