@@ -134,5 +134,7 @@ run("claims: no module", "--fp8-claims=fp8team.nowhere:results")
 run("update without a golden", WORKLOAD, "--fp8-update-golden")
 run("a golden of nothing", "--fp8-golden=ci/fp8.json", CPU)
 
-run("hung", "--fp8-workload=fp8team.step:hangs", "--fp8-workload-timeout=0.5")
+# (pinning it too: a golden of a run whose target gave no result is not written)
+hung = ["--fp8-workload=fp8team.step:hangs", "--fp8-workload-timeout=0.5", "--fp8-golden=ci/hung.json", CPU]
+run("hung", *hung, "--fp8-update-golden")
 print(json.dumps(results))

@@ -110,13 +110,15 @@ def test_a_usage_error_stops_the_run_before_it_collects_with_one_line_and_create
         assert runs["cuda_left"] is True, "the golden of another device kind was overwritten"
 
 
-def test_a_hung_workload_is_stopped_by_its_time_limit_with_one_line(runs):
+def test_a_hung_workload_is_stopped_by_its_time_limit_with_one_line_and_its_golden_is_not_pinned(runs):
     done = runs["hung"]
     assert done["exit"] == 1 and _outcome(done, "fp8-workload[fp8team.step:hangs]") == "FAILED", done["out"][-2000:]
     assert (
         "--fp8-workload fp8team.step:hangs: stopped after 0.5 s (--fp8-workload-timeout), not finished" in done["out"]
     )
     assert "Traceback" not in done["out"] and done["seconds"] < 30, done["out"][-2000:]
+    assert _outcome(done, "fp8-golden[ci/hung.json]") == "FAILED" and "not pinned: " in done["out"], done["out"][-2000:]
+    assert "ci/hung.json" not in done["files"], done["files"]
 
 
 # --- in-process: the pieces ---------------------------------------------------------------------
