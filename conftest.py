@@ -1,5 +1,8 @@
-"""Suite-wide pytest configuration: the command-line options and the hypothesis profiles.
-What the suite does with them lives in tests/plugins/ (one plugin per job)."""
+"""Suite-wide pytest configuration: the command-line options of fp8ref's own suite and the
+hypothesis profiles. What the suite does with them lives in tests/plugins/ (one plugin per job).
+The options a team's suite shares (``--fp8-golden``, ``--fp8-update-golden``,
+``--fp8-require-golden``, ``--fp8-report``, ``--fp8-workload``, ...) are fp8ref's pytest plugin's
+(``fp8ref/pytest_plugin.py``), which pytest loads through fp8ref's entry point."""
 
 from __future__ import annotations
 
@@ -40,50 +43,24 @@ except ImportError:  # tests that use hypothesis skip through the needs marker
     pass
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
+def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
+    # fp8ref's plugin, where its entry point did not load it (the checkout on PYTHONPATH, fp8ref not
+    # installed; PYTEST_DISABLE_PLUGIN_AUTOLOAD): registered now, it adds its options too
+    if pluginmanager.is_blocked("fp8ref"):
+        raise pytest.UsageError(
+            "-p no:fp8ref: fp8ref's own suite needs fp8ref's plugin (its golden and report options)"
+        )
+    if pluginmanager.get_plugin("fp8ref") is None:
+        import fp8ref.pytest_plugin
+
+        if not pluginmanager.is_registered(fp8ref.pytest_plugin):
+            pluginmanager.register(fp8ref.pytest_plugin, "fp8ref")
     group = parser.getgroup("fp8ref")
     group.addoption(
         "--fp8-slow",
         action="store_true",
         default=False,
         help="run the long sweeps marked slow (the full 2^32 float32 cast sweep per format)",
-    )
-    group.addoption(
-        "--fp8-update-golden",
-        action="store_true",
-        default=False,
-        help="re-pin tests/golden/<device kind>.json (or --fp8-golden PATH) from this install "
-        "(on purpose; say why in the commit)",
-    )
-    group.addoption(
-        "--fp8-golden",
-        default=None,
-        metavar="PATH",
-        help="hold this install to the golden profile at PATH, one you own (a .json file, or a folder of "
-        "<device kind>.json files), instead of fp8ref's tests/golden; with --fp8-update-golden, pin it there "
-        "(whole or not at all). NAME-installs.json beside NAME.json names the differences accepted, with why",
-    )
-    group.addoption(
-        "--fp8-require-golden",
-        action="store_true",
-        default=False,
-        help="a missing golden (fp8ref's own, or --fp8-golden's PATH) fails the golden test instead of skipping: "
-        "for CI that must not go green without the comparison",
-    )
-    group.addoption(
-        "--fp8-report",
-        default=None,
-        metavar="PATH",
-        help="write the upgrade report to PATH at the end of the run: the golden's differences grouped by "
-        "family with their meaning, consequence and severity, then the end-of-run sections "
-        "(Markdown; JSON when PATH ends in .json)",
-    )
-    group.addoption(
-        "--fp8-report-format",
-        choices=["full", "summary"],
-        default="full",
-        help="--fp8-report's Markdown: full (every differing key, default) or summary (counts and the most serious "
-        "keys per family, the golden comparison under 60,000 characters: a pull-request comment)",
     )
     group.addoption(
         "--fp8-strict",

@@ -1,7 +1,7 @@
 """fp8ref: a reference for FP8 training numerics, built from the format definitions.
 
-Only ``fp8ref.pytest_plugin``, which pytest loads through the package's entry point, imports
-pytest. The package has three layers, one folder each, and each imports
+Only ``fp8ref.pytest_plugin``, which pytest loads through the package's entry point, and its
+golden half ``fp8ref.pytest_golden`` import pytest. The package has three layers, one folder each, and each imports
 only from the ones above it in this list (``tests/cpu/tools/test_layers.py`` checks it):
 
 - ``fp8ref.reference``: the formats from their bits, the codec, scales, quantization, recipes,
@@ -9,8 +9,8 @@ only from the ones above it in this list (``tests/cpu/tools/test_layers.py`` che
   never calls what it checks (a native float8 cast, ``torch._scaled_mm``, torchao).
 - ``fp8ref.harness``: the install under test, its capability probes and refusals, the casts and
   GEMMs under test and their comparison with the reference, the behaviour profile, benchmarks.
-- ``fp8ref.finetune``, ``python -m fp8ref`` and ``fp8ref.pytest_plugin``: the application (bf16 vs
-  FP8 training, the CLI, the pytest plugin).
+- ``fp8ref.finetune``, ``python -m fp8ref``, ``fp8ref.pytest_plugin`` and ``fp8ref.pytest_golden``:
+  the application (bf16 vs FP8 training, the CLI, the pytest plugin).
 
 The names below are loaded on first use, so ``python -m fp8ref diff`` (which reads JSON only)
 does not pay for importing torch.

@@ -12,12 +12,23 @@ test suite gets it by installing fp8ref, without the fp8ref checkout.
   or a scaling update held to what it claims); it fails on each case that differs from the
   definition and the team did not name as known, printing the report. With ``--fp8-golden`` in
   fp8ref's suite the same results join the team's golden, one key per case.
+- ``--fp8-workload-timeout=SECONDS`` (default 600; 0: none): a workload still running after it is
+  stopped, its item failing with one line naming it (``workloads.targets.time_limit``: a
+  ``SIGALRM`` timer, so POSIX and the main thread only, and a call stuck inside one C or CUDA call
+  is stopped only when it returns).
+- A target that is not there (its module does not import, no such function, a function that takes
+  arguments) is a usage error before pytest collects (exit 4, one ``ERROR:`` line naming it).
 - The ``fp8_trace`` fixture: ``fp8_trace(fn, *args, **kwargs)`` traces a call inside a team's own
   test and fails the test on a violation, or when nothing in it could be checked; it returns the
   ``Trace`` (its records, summary, digest).
+- ``--fp8-golden=PATH``, ``--fp8-update-golden``, ``--fp8-require-golden``, ``--fp8-report=PATH``
+  (and ``--fp8-report-format``, ``--fp8-golden-install``, ``--fp8-golden-device``): a team's own
+  golden of its targets' keys, and the run's upgrade report (``fp8ref.pytest_golden``); fp8ref's
+  checkout holds its own golden tests to the same options.
 
-This is the one module of fp8ref that imports pytest; nothing in fp8ref imports it. Loading it
-costs nothing: torch is imported only when a workload runs or the fixture is used.
+This module and ``fp8ref.pytest_golden`` are the modules of fp8ref that import pytest; nothing
+else in fp8ref imports them. Loading them costs nothing: torch is imported only when a workload
+runs, the fixture is used or a golden is asked for.
 """
 
 from __future__ import annotations
@@ -28,6 +39,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+
+from fp8ref import pytest_golden
 
 __all__ = ["WorkloadItem", "ClaimsItem", "FP8Violation", "FP8NothingChecked", "FP8ClaimFailed"]
 
@@ -89,6 +102,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "(fp8ref.harness.claims), and fail on each case that differs; with --fp8-golden they join that golden; "
         "repeatable",
     )
+    group.addoption(
+        "--fp8-workload-timeout",
+        type=_seconds,
+        default=600.0,
+        metavar="SECONDS",
+        help="stop a --fp8-workload still running after SECONDS (default 600; 0: no limit), failing its item; "
+        "POSIX, main thread: a call stuck inside one C or CUDA call stops only when it returns",
+    )
+    pytest_golden.add_options(group)
+
+
+def _seconds(text: str) -> float:
+    """``--fp8-workload-timeout``'s value: a number of seconds, 0 or more."""
+    import argparse
+    import math
+
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more (0: no limit), got {text!r}")
+    return seconds
 
 
 class _TargetItem(pytest.Item):
@@ -107,7 +143,7 @@ class _TargetItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str:
         from fp8ref.harness.trace.target import TargetError
 
-        if isinstance(excinfo.value, self.OWN):
+        if isinstance(excinfo.value, self.own()):
             return str(excinfo.value)
         if isinstance(excinfo.value, TargetError):  # the module or the function is not there
             return f"{self.OPTION}: {excinfo.value}"
@@ -115,21 +151,30 @@ class _TargetItem(pytest.Item):
         headline = f"{self.OPTION}: {self.target} raised {type(excinfo.value).__name__}: {excinfo.value}"
         return f"{headline}\n{excinfo.getrepr(style='short', showlocals=False)}"
 
+    def own(self) -> tuple[type[BaseException], ...]:
+        """The failures it raises itself: ``OWN``."""
+        return self.OWN
+
     def reportinfo(self) -> tuple[str, int | None, str]:
         return self.target, None, f"{self.MARK.replace('_', ' ')} {self.target}"
 
 
 class WorkloadItem(_TargetItem):
-    """One ``--fp8-workload``: the function traced, its violations a failure."""
+    """One ``--fp8-workload``: the function traced (once per run: a team's golden reads the same
+    trace), its violations a failure, a run past ``--fp8-workload-timeout`` one line."""
 
     OPTION, MARK, OWN = "--fp8-workload", "fp8_workload", (FP8Violation, FP8NothingChecked)
 
-    def runtest(self) -> None:
-        from fp8ref.harness.trace import trace
-        from fp8ref.harness.trace.target import load_target
+    def own(self) -> tuple[type[BaseException], ...]:
+        from fp8ref.harness.workloads.targets import WorkloadTimeout  # (a workload's only: loads torch)
 
-        fn = load_target(self.target, self.config.invocation_params.dir)  # TargetError: one line
-        result = trace(fn)
+        return (*self.OWN, WorkloadTimeout)
+
+    def runtest(self) -> None:
+        from fp8ref.harness.workloads.targets import traced_target
+
+        timeout = self.config.getoption("--fp8-workload-timeout") or None
+        result = traced_target(self.target, self.config.invocation_params.dir, timeout)  # TargetError: one line
         _judge(self.target, result)
         self.user_properties.append(("fp8_ops", "; ".join(result.summary())))
 
@@ -156,12 +201,18 @@ class ClaimsItem(_TargetItem):
 _TARGET_OPTIONS = {"--fp8-workload": (WorkloadItem, "fp8-workload"), "--fp8-claims": (ClaimsItem, "fp8-claims")}
 
 
+@pytest.hookimpl(trylast=True)  # (after a suite's own configure: fp8ref's checkout says it compares its golden)
 def pytest_configure(config: pytest.Config) -> None:
+    """Every usage error before pytest collects, the cheapest first: a target's form, the golden
+    options and the paths the run writes, each target's function (its module imported), the
+    golden's device kind."""
     config.addinivalue_line("markers", "fp8_workload: a --fp8-workload traced by fp8ref")
     config.addinivalue_line("markers", "fp8_claims: a --fp8-claims target's results, checked by fp8ref")
-    targets = sys.modules.get("fp8ref.harness.claims.targets")
-    if targets is not None:  # (a run's claims are its own: another pytest.main in this process ran them before)
-        targets.forget()
+    config.addinivalue_line("markers", "fp8_golden: a team's --fp8-golden, compared by fp8ref")
+    # (a run's targets are its own: another pytest.main in this process ran them before)
+    for kept in ("fp8ref.harness.claims.targets", "fp8ref.harness.workloads.targets"):
+        if kept in sys.modules:
+            sys.modules[kept].forget()
     for option in _TARGET_OPTIONS:
         for target in config.getoption(option) or ():
             module, colon, name = target.partition(":")
@@ -169,6 +220,31 @@ def pytest_configure(config: pytest.Config) -> None:
                 raise pytest.UsageError(
                     f"{option}={target}: expected pkg.module:function (a module, ':', a function in it)"
                 )
+    pytest_golden.check_before_collecting(config)
+    _check_targets(config)
+    pytest_golden.check_device(config)
+
+
+def _check_targets(config: pytest.Config) -> None:
+    """Each target's function, found as its item will find it; a usage error naming the first
+    that is not there, or two workloads that would be one key of a golden."""
+    from fp8ref.harness.trace.target import TargetError, load_target
+    from fp8ref.harness.workloads.targets import key_of_target
+
+    keys: dict[str, str] = {}
+    for option in _TARGET_OPTIONS:
+        for target in dict.fromkeys(config.getoption(option) or ()):
+            try:
+                load_target(target, config.invocation_params.dir)
+            except TargetError as exc:
+                raise pytest.UsageError(f"{option}={target}: {exc}") from None
+            if option == "--fp8-workload":
+                key = key_of_target(target)
+                if key in keys:
+                    raise pytest.UsageError(
+                        f"--fp8-workload={target}: {keys[key]!r} and {target!r} would be one key of a golden, {key}"
+                    )
+                keys[key] = target
 
 
 @pytest.hookimpl(trylast=True)  # (after -m and -k deselect: a target asked for by name always runs)
@@ -176,6 +252,26 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     for option, (kind, label) in _TARGET_OPTIONS.items():
         for target in dict.fromkeys(config.getoption(option) or ()):  # (a target named twice runs once)
             items.append(kind.from_parent(session, name=f"{label}[{target}]", target=target))
+    items.extend(pytest_golden.golden_items(session))  # (last: it reads the targets' results)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    pytest_golden.session_started(session)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    pytest_golden.hand_to_controller(session.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """xdist's controller: a worker's golden comparisons, for the run's report."""
+    pytest_golden.take_from_worker(node)
+
+
+@pytest.hookimpl(trylast=True)  # (after a suite's own sections: fp8ref's checkout hands them to the report)
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    pytest_golden.write_report(config, terminalreporter, exitstatus)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ HOW_TO_PIN = f"pytest {TEST} --fp8-update-golden"
 
 
 def test_behaviour_profile_matches_the_golden_for_this_device(
-    request, gpu_device, tmp_path, record_observation, record_golden, golden, team_claims
+    request, gpu_device, tmp_path, record_observation, record_golden, golden, with_team_targets
 ):
     """Against the pinned golden; on a device kind with none yet in fp8ref's own goldens (a first
     GPU run), the profile is pinned in the run's output folder (FP8REF_RESULTS_DIR, else a
@@ -27,7 +27,7 @@ def test_behaviour_profile_matches_the_golden_for_this_device(
     update = request.config.getoption("--fp8-update-golden")
     # collected only when there is a golden to compare with or to write: it takes tens of seconds on a GPU
     wanted = update or golden_path(golden.where, gpu_device).exists()
-    now = profile.collect(gpu_device, claims=team_claims) if wanted else None
+    now = with_team_targets(profile.collect(gpu_device)) if wanted else None
     status, lines = compare_with_golden(
         golden.where, gpu_device, update=update, now=now, how_to_pin=golden.how_to_pin(TEST)
     )

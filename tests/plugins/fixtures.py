@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from fp8ref.harness.stack import install
 from fp8ref.harness.stack.refusals import NOT_MEASURED
-from tests.common.paths import GOLDEN
+from fp8ref.pytest_golden import SUITE_GOLDEN, golden_option
+from tests.common.paths import GOLDEN, ROOT
 
 
 @pytest.fixture(scope="session")
@@ -164,15 +166,16 @@ def golden(request: pytest.FixtureRequest) -> Golden:
 
 
 @pytest.fixture(scope="session")
-def team_claims(request: pytest.FixtureRequest) -> tuple[str, ...]:
-    """The ``--fp8-claims`` targets (fp8ref's pytest plugin) whose results join the golden: a team's
-    own golden's only (``--fp8-golden``); fp8ref's own goldens hold no team's claims."""
-    if golden_option(request.config) is None:
-        return ()
-    try:
-        return tuple(request.config.getoption("--fp8-claims"))
-    except ValueError:  # (fp8ref's plugin not loaded: fp8ref is not installed as a package)
-        return ()
+def with_team_targets(request: pytest.FixtureRequest) -> Callable[[dict], dict]:
+    """``with_team_targets(profile)``: ``profile`` with the keys of the run's ``--fp8-workload`` and
+    ``--fp8-claims`` targets (fp8ref's pytest plugin: ``pytest_golden.with_team_targets``) when
+    the golden is a team's own (``--fp8-golden``); fp8ref's own goldens hold no team's targets."""
+    from fp8ref.pytest_golden import with_team_targets
+
+    config = request.config
+    if golden_option(config) is None or not (config.getoption("--fp8-workload") or config.getoption("--fp8-claims")):
+        return lambda profile: profile
+    return lambda profile: with_team_targets(config, profile)
 
 
 @pytest.fixture(scope="session")
@@ -227,20 +230,40 @@ def fresh_dynamo():
         counters.clear()
 
 
-def golden_option(config: pytest.Config) -> Path | None:
-    """``--fp8-golden``'s path, or None when the option is not given; an empty value (an unset
-    ``$VAR`` in a CI line) is a usage error, never a silent fall-back to fp8ref's own golden."""
-    value = config.getoption("--fp8-golden")
-    if value is None:
-        return None
-    if not str(value).strip():
-        raise pytest.UsageError(
-            "--fp8-golden: expected the path of a golden profile (a .json file or a folder of <device kind>.json "
-            "files), got an empty value (an unset variable?)"
-        )
-    return Path(value).expanduser().resolve()
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    # this suite's golden tests compare the golden (tests/golden, or --fp8-golden's): fp8ref's
+    # plugin adds no golden item of its own, and --fp8-update-golden alone pins tests/golden
+    config.stash[SUITE_GOLDEN] = GOLDEN
     golden_option(config)  # (a usage error stops the run before it collects)
+
+
+# the golden tests, by their path in the checkout: the device each compares on (None: the GPU test's)
+_GOLDEN_TESTS = {"tests/cpu/tools/test_golden_profile.py": "cpu", "tests/gpu/test_golden_profile.py": None}
+
+
+def _golden_test_device(config: pytest.Config, test: str) -> str | None:
+    """The device a golden test collected will compare on, as ``gpu_device`` will choose it; None
+    when it will skip (no usable GPU, no --fp8-dry-run)."""
+    device = _GOLDEN_TESTS[test]
+    if device is not None:
+        return device
+    if no_usable_gpu() is None:
+        return "cuda"
+    return "cpu" if config.getoption("--fp8-dry-run") else None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A golden of another device kind than a golden test collected compares on is a usage error
+    before any test runs: found after the profile (a minute, several on a GPU), it read as a
+    difference (exit 1)."""
+    from fp8ref.harness.profiles.golden import golden_of_another_device
+
+    where = golden_option(config) or GOLDEN
+    tests = {item.path.relative_to(ROOT).as_posix() for item in items if item.path.is_relative_to(ROOT)}
+    for test in sorted(tests & set(_GOLDEN_TESTS)):
+        device = _golden_test_device(config, test)
+        wrong = golden_of_another_device(where, device) if device is not None else None
+        if wrong is not None:
+            raise pytest.UsageError(f"--fp8-golden: {wrong} ({test} compares on {device})")

@@ -3,10 +3,10 @@
 (``record_cast_report``), the reference's own comparisons with the definition and with gfloat
 (``record_oracle_report``) and the golden tests' comparisons (``record_golden``). Under
 pytest-xdist each worker sends its share to the controller, so the sections read the same with and
-without ``-n``. ``--fp8-report=PATH`` writes the golden comparisons as upgrade reports
-(``fp8ref.harness.profiles.upgrade_report``) and the sections after them, for a CI job to upload: Markdown,
-or JSON when PATH ends in ``.json``, whole or not at all. The run's output paths (the report, and the
-golden ``--fp8-update-golden`` writes) are checked when pytest configures, before it collects."""
+without ``-n``. ``--fp8-report=PATH`` (fp8ref's pytest plugin, ``fp8ref.pytest_golden``) writes
+the golden comparisons as upgrade reports and these sections after them
+(``fp8ref.harness.profiles.run_report``); the plugin checks the run's output paths (the report,
+and the golden ``--fp8-update-golden`` writes) when pytest configures, before it collects."""
 
 from __future__ import annotations
 
@@ -17,13 +17,16 @@ from typing import Any
 
 import pytest
 
+from fp8ref.harness.profiles.run_report import DEFECTS_TITLE, SKIPS_TITLE, write_run_report
+from fp8ref.pytest_golden import REPORT_SECTIONS
 from tests.plugins.skip_account import account
+
+__all__ = ["DEFECTS_TITLE", "SKIPS_TITLE", "write_run_report", "defects", "defect_lines", "summarize_oracle_rows"]
 
 _REPORTS_KEY = pytest.StashKey[list]()
 _OBSERVED_KEY = pytest.StashKey[dict]()
 _THROUGHPUT_KEY = pytest.StashKey[list]()
 _ORACLE_KEY = pytest.StashKey[list]()
-_GOLDEN_KEY = pytest.StashKey[list]()
 _SECTION_KEY = pytest.StashKey[dict]()
 _DEFECT_KEY = pytest.StashKey[list[dict]]()
 _UNCOMPARED_KEY = pytest.StashKey[list[str]]()
@@ -35,35 +38,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_OBSERVED_KEY] = {}
     config.stash[_THROUGHPUT_KEY] = []
     config.stash[_ORACLE_KEY] = []
-    config.stash[_GOLDEN_KEY] = []
     config.stash[_SECTION_KEY] = {}
     config.stash[_DEFECT_KEY] = []
     config.stash[_UNCOMPARED_KEY] = []
-    check_outputs(config)
-
-
-def check_outputs(config: pytest.Config) -> None:
-    """A ``pytest.UsageError`` (the run stops before collecting, with one line) when a file this
-    run writes cannot be written (``atomic.check_writable``): ``--fp8-report``'s, and with
-    ``--fp8-update-golden`` the golden's (``--fp8-golden``'s file or folder, else fp8ref's
-    ``tests/golden``). Found only at the end, it would cost the whole run and its summary."""
-    from fp8ref.harness.profiles.atomic import check_writable
-    from tests.common.paths import GOLDEN
-    from tests.plugins.fixtures import golden_option
-
-    try:
-        report = config.getoption("--fp8-report", None)
-        if report is not None:
-            check_writable(report, "--fp8-report")
-        if config.getoption("--fp8-update-golden", False):
-            owned = golden_option(config)
-            where = owned or GOLDEN
-            # a .json path is the golden file itself, anything else a folder of <device kind>.json
-            # files (golden.golden_path's rule; the device kind is known only when a test runs)
-            one_file = where.suffix == ".json" and not where.is_dir()
-            check_writable(where, "--fp8-golden" if owned else "--fp8-update-golden", folder=not one_file)
-    except OSError as exc:  # (atomic.UnwritablePath, or a path the system cannot even look at)
-        raise pytest.UsageError(str(exc)) from exc
 
 
 @pytest.fixture
@@ -102,25 +79,15 @@ def record_not_compared(request: pytest.FixtureRequest) -> Callable[[str], None]
 @pytest.fixture
 def record_golden(request: pytest.FixtureRequest) -> Callable[..., None]:
     """``record_golden(where, device, status, lines, now=None)``: keep a golden test's comparison
-    (``golden.compare_with_golden``'s status and lines) and, when ``now`` (the profile compared) is
-    given, a golden was read and the run writes ``--fp8-report``, its upgrade report against the
-    golden (built only then: it reads the golden and its accepted differences again)."""
-    wanted = bool(request.config.getoption("--fp8-report", None))
+    (``golden.compare_with_golden``'s status and lines) for the run's report; when ``now`` (the
+    profile compared) is given, a golden was read and the run writes ``--fp8-report``, its upgrade
+    report against the golden (``fp8ref.pytest_golden.record_golden``)."""
+    from fp8ref.pytest_golden import record_golden as record
 
-    def record(where: Any, device: str, status: str, lines: list[str], now: dict | None = None) -> None:
-        from fp8ref.harness.profiles import upgrade_report
-        from fp8ref.harness.profiles.golden import accepted_differences, golden_path
-        from fp8ref.harness.profiles.profile_file import load
+    def keep(where: Any, device: str, status: str, lines: list[str], now: dict | None = None) -> None:
+        record(request.config, where, device, status, lines, now)
 
-        path = golden_path(where, device)
-        report = None
-        if wanted and now is not None and status in ("equal", "named", "differs"):
-            accepted = accepted_differences(where, now, device)
-            report = upgrade_report.build(load(path), now, a_name=str(path), b_name="this install", accepted=accepted)
-        entry = {"device": device, "golden": str(path), "status": status, "lines": lines, "report": report}
-        request.config.stash[_GOLDEN_KEY].append(entry)
-
-    return record
+    return keep
 
 
 @pytest.fixture
@@ -170,7 +137,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
                 "throughput": config.stash[_THROUGHPUT_KEY],
                 "reports": [dataclasses.asdict(r) for r in config.stash[_REPORTS_KEY]],
                 "oracle": config.stash[_ORACLE_KEY],
-                "golden": config.stash[_GOLDEN_KEY],
                 "sections": config.stash[_SECTION_KEY],
                 "defects": config.stash[_DEFECT_KEY],
                 "not_compared": config.stash[_UNCOMPARED_KEY],
@@ -192,15 +158,10 @@ def pytest_testnodedown(node: Any, error: object) -> None:
     config.stash[_OBSERVED_KEY].update(sections["observed"])
     config.stash[_THROUGHPUT_KEY].extend(sections["throughput"])
     config.stash[_ORACLE_KEY].extend(sections.get("oracle", []))
-    config.stash[_GOLDEN_KEY].extend(sections.get("golden", []))
     config.stash[_SECTION_KEY].update(sections.get("sections", {}))
     config.stash[_DEFECT_KEY].extend(sections.get("defects", []))
     config.stash[_UNCOMPARED_KEY].extend(sections.get("not_compared", []))
     config.stash[_REPORTS_KEY].extend(CastReport(**r) for r in sections["reports"])
-
-
-DEFECTS_TITLE = "Defects of this install: known wrong answers, excused by name"
-SKIPS_TITLE = "What this run did not check (skips by reason)"
 
 
 def defects(config: pytest.Config) -> list[dict]:
@@ -284,16 +245,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.section(title)
         for line in lines:
             terminalreporter.write_line(line)
-    path = config.getoption("--fp8-report", None)
-    if path and not hasattr(config, "workerinput"):
-        written = write_run_report(
-            path,
-            config.stash.get(_GOLDEN_KEY, []),
-            sections,
-            int(exitstatus),
-            summary=config.getoption("--fp8-report-format", "full") == "summary",
-        )
-        terminalreporter.write_line(f"fp8ref report: {written}")
+    config.stash[REPORT_SECTIONS] = sections  # (--fp8-report: fp8ref's plugin writes them after the golden's)
     found = defects(config) if config.getoption("--fp8-strict", False) and not hasattr(config, "workerinput") else []
     if found:
         terminalreporter.write_line(
@@ -302,52 +254,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             red=True,
             bold=True,
         )
-
-
-def write_run_report(
-    path: str, golden: list[dict], sections: list[tuple[str, list[str]]], exitstatus: int, summary: bool = False
-) -> str:
-    """The run's report at ``path`` (JSON when it ends in ``.json``, else Markdown), whole or not
-    at all: the install's defects, each golden comparison (its upgrade report, or its status line
-    when no golden was read), then the end-of-run sections. ``summary``: a pull-request comment,
-    under ``upgrade_report.SUMMARY_LIMIT`` characters: each golden comparison's summary and, of the
-    sections, only what this run did not check."""
-    from fp8ref.harness.profiles import upgrade_report
-    from fp8ref.harness.profiles.atomic import write_text
-
-    if str(path).endswith(".json"):
-        data = {"fp8ref_run_report": 1, "exitstatus": exitstatus, "golden": golden, "sections": dict(sections)}
-        return str(write_text(path, json.dumps(data, indent=1, sort_keys=True, default=str) + "\n"))
-    out = ["## fp8ref: FP8 behaviour of this install", "", f"pytest exit status: {exitstatus}", ""]
-    first = [s for s in sections if s[0] == DEFECTS_TITLE]  # the install's known wrong answers open it
-    for title, lines in first:
-        shown = lines if not summary or len(lines) <= 40 else [*lines[:40], f"... and {len(lines) - 40} more lines"]
-        out += [f"### {title}", "", "```text", *shown, "```", ""]
-    sections = [s for s in sections if s[0] != DEFECTS_TITLE]
-    for entry in golden:
-        out += [f"### Golden profile ({entry['device']}): `{entry['golden']}`, {entry['status']}", ""]
-        if entry["report"] is not None:
-            render = upgrade_report.render_summary if summary else upgrade_report.render_markdown
-            out += [render(entry["report"], level=4)]
-        else:
-            out += [*entry["lines"], ""]
-    if not golden:
-        out += ["No golden test ran in this run.", ""]
-    if summary:
-        left = [title for title, _ in sections if title != SKIPS_TITLE]
-        sections = [s for s in sections if s[0] == SKIPS_TITLE]
-        if left:
-            out += [f"{len(left)} more end-of-run sections in the full report (--fp8-report-format full).", ""]
-    for title, lines in sections:
-        out += [f"### {title}", "", "```text", *lines, "```", ""]
-    text = "\n".join(out)
-    if summary and len(text) > upgrade_report.SUMMARY_LIMIT:
-        cut = "\n\n(cut here to stay under a pull-request comment's size: the full report has the rest)\n"
-        text = text[: upgrade_report.SUMMARY_LIMIT - len(cut) - 8].rsplit("\n", 1)[0]
-        if text.count("```") % 2:  # (an open code block closed, so the rest renders as text)
-            text += "\n```"
-        text += cut
-    return str(write_text(path, text))
 
 
 def summarize_oracle_rows(rows: list[dict]) -> list[str]:

@@ -8,17 +8,14 @@ profile is asked for (``Where.claims``): fp8ref's own goldens hold none."""
 
 from __future__ import annotations
 
-import re
+import os
 
 from ..stack.probing import Where
+from ..trace.target import key_part as _part
 from .results import ClaimResult
 from .targets import claim_results
 
-__all__ = ["collect", "keys", "value"]
-
-
-def _part(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_+:-]+", "_", text).strip("_")
+__all__ = ["collect", "keys", "value", "target_keys"]
 
 
 def value(result: ClaimResult) -> str:
@@ -40,10 +37,16 @@ def keys(target: str, results: list[ClaimResult]) -> dict[str, str]:
 
 
 def collect(where: Where) -> dict:
+    return target_keys(where.claims)
+
+
+def target_keys(targets: tuple[str, ...], folder: str | os.PathLike[str] | None = None) -> dict:
+    """The keys of the claims ``targets`` give, their modules imported with ``folder`` (default:
+    the current one) first on ``sys.path``; two targets giving one key are a ValueError naming them."""
     out: dict = {}
     whose: dict[str, str] = {}
-    for target in where.claims:
-        for key, value in keys(target, claim_results(target)).items():
+    for target in targets:
+        for key, value in keys(target, claim_results(target, folder)).items():
             if key in out:
                 raise ValueError(f"the targets {whose[key]!r} and {target!r} give one key, {key}: rename one")
             out[key], whose[key] = value, target

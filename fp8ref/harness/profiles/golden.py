@@ -38,6 +38,7 @@ __all__ = [
     "accepted_differences",
     "device_mismatch",
     "not_measured_lines",
+    "golden_of_another_device",
     "ACCEPTED_SUFFIX",
 ]
 
@@ -69,6 +70,21 @@ def device_mismatch(golden: dict, now: dict, where: str | Path) -> str | None:
         f"{where} is a golden of device kind {pinned!r}, and this install's profile is of {here!r}: a golden "
         f"holds one device kind (name a file of {here!r}, or a folder of <device kind>.json files)"
     )
+
+
+def golden_of_another_device(golden: str | Path, device: str) -> str | None:
+    """Why the golden ``golden`` names for ``device`` (``golden_path``) cannot hold this install's
+    profile on it, read before any profile is collected (a CUDA profile takes minutes): a file of
+    another device kind, naming both kinds. None when it is of this kind, is not there yet, or
+    cannot be read (the comparison says so then)."""
+    path = golden_path(golden, device)
+    if not path.is_file():
+        return None
+    try:
+        pinned = load(path)
+    except ProfileError:
+        return None
+    return device_mismatch(pinned, {"versions": {"device": device_kind(device)}}, path)
 
 
 def _collect(device: str) -> dict:

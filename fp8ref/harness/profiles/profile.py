@@ -16,12 +16,14 @@ An error that is not a refusal is a bug in fp8ref and propagates.
 
 from __future__ import annotations
 
+import os
+
 from ..stack.install import versions
 from ..stack.probing import Where
 from . import families
 from .profile_file import PROFILE_VERSION
 
-__all__ = ["collect", "with_claims"]
+__all__ = ["collect", "with_claims", "of_targets", "with_targets"]
 
 
 def collect(device: str = "cpu", torchao: bool = True, claims: tuple[str, ...] = ()) -> dict:
@@ -63,3 +65,62 @@ def with_claims(profile: dict, claims: tuple[str, ...]) -> dict:
 
     added = claim_keys.collect(Where(claims=checked_targets(claims)))
     return {**profile, "behaviour": dict(sorted({**profile["behaviour"], **added}.items()))}
+
+
+def of_targets(
+    device: str = "cpu",
+    *,
+    workloads: tuple[str, ...] = (),
+    claims: tuple[str, ...] = (),
+    folder: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+    install: bool = False,
+) -> tuple[dict, dict[str, str]]:
+    """A team's own golden's profile on ``device``: this install's ``versions`` (which name the
+    install an accepted difference is for) and the keys of the team's targets (``with_targets``);
+    with ``install``, every family's keys too (``collect``: tens of seconds on a CPU). Returns the
+    profile and the targets that gave no result (target -> why)."""
+    if install:
+        base = collect(device)
+    else:
+        base = {"fp8ref_profile": PROFILE_VERSION, "versions": versions(device), "behaviour": {}, "traces": {}}
+    return with_targets(base, workloads=workloads, claims=claims, folder=folder, timeout=timeout)
+
+
+def with_targets(
+    profile: dict,
+    *,
+    workloads: tuple[str, ...] = (),
+    claims: tuple[str, ...] = (),
+    folder: str | os.PathLike[str] | None = None,
+    timeout: float | None = None,
+) -> tuple[dict, dict[str, str]]:
+    """``profile`` (a copy) with a team's targets' keys, their modules imported with ``folder``
+    (default: the current one) first on ``sys.path``: each ``--fp8-workload`` target traced
+    (``workload.<target>`` and its trace's lines: ``workloads.targets``, within ``timeout``
+    seconds) and each ``--fp8-claims`` target's cases (``claim.<target>.<claim>.<case>``). Returns
+    it and the targets that gave no result (target -> what they raised): a workload's key then
+    reads ``fails: ...``, a claims target has no keys. A key two targets give is a ValueError."""
+    from ..claims import profile_keys as claim_keys
+    from ..claims.targets import checked_targets
+    from ..workloads.targets import target_keys
+
+    behaviour = dict(profile["behaviour"])
+    traces = dict(profile.get("traces", {}))
+    keys, lines, failed = target_keys(workloads, folder, timeout)
+    for target in dict.fromkeys(checked_targets(claims)):
+        try:
+            got = claim_keys.target_keys((target,), folder)
+        except Exception as exc:  # noqa: BLE001 - the team's function, whatever it raised (its item says so)
+            failed[target] = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            continue
+        both = sorted(set(got) & set(keys))
+        if both:
+            raise ValueError(f"claims target {target!r} gives the key {both[0]} another target gave: rename one")
+        keys.update(got)
+    known = sorted(set(keys) & set(behaviour))
+    if known:
+        raise ValueError(f"a team's target gives the key {known[0]}, which the profile holds already: rename it")
+    behaviour.update(keys)
+    traces.update(lines)
+    return {**profile, "behaviour": dict(sorted(behaviour.items())), "traces": dict(sorted(traces.items()))}, failed

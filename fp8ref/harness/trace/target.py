@@ -9,13 +9,14 @@ from __future__ import annotations
 import importlib
 import inspect
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from .call_site import add_user_code
 
-__all__ = ["TargetError", "load_target", "target_code"]
+__all__ = ["TargetError", "load_target", "target_code", "key_part"]
 
 
 class TargetError(ValueError):
@@ -84,3 +85,10 @@ def target_code(module_name: str) -> list[str]:
             return [os.path.dirname(file)]
         return [os.path.dirname(file), file]
     return []
+
+
+def key_part(text: str) -> str:
+    """``text`` as one part of a profile key: each run of characters other than letters, digits,
+    ``_``, ``-``, ``+`` and ``:`` made one ``_``, none at either end (``mypkg.train:step`` is
+    ``mypkg_train:step``): a team's target in its golden's keys."""
+    return re.sub(r"[^A-Za-z0-9_+:-]+", "_", text).strip("_")

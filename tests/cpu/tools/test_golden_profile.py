@@ -20,24 +20,32 @@ key and the value that install gives, and why. Any other difference, or a named 
 still fails.
 
 A team's own golden (``--fp8-golden``) also holds its claims' results when ``--fp8-claims`` names
-them (fp8ref's pytest plugin): one ``claim.*`` key per case.
+them (fp8ref's pytest plugin): one ``claim.*`` key per case; and its workloads' traces when
+``--fp8-workload`` names them: one ``workload.<target>`` key each.
 """
 
 import pytest
 
-from fp8ref.harness.profiles.golden import accepted_differences, compare_with_golden, install_label, not_compared_lines
-from fp8ref.harness.profiles.profile import with_claims
+from fp8ref.harness.profiles.golden import (
+    accepted_differences,
+    compare_with_golden,
+    golden_path,
+    install_label,
+    not_compared_lines,
+)
+from fp8ref.harness.profiles.profile_file import save
+from fp8ref.pytest_golden import accept_hint
 
 TEST = "tests/cpu/tools/test_golden_profile.py"
 
 
 def test_behaviour_profile_matches_the_cpu_golden(
-    request, record_observation, record_golden, record_not_compared, cpu_profile, golden, team_claims
+    request, record_observation, record_golden, record_not_compared, cpu_profile, golden, with_team_targets, tmp_path
 ):
     # the keys of a package not usable on one side (torchao or transformers not installed, or not
     # importing here) are not compared: said here, and counted by the run's skips of their tests
     update = request.config.getoption("--fp8-update-golden")
-    cpu_profile = with_claims(cpu_profile, team_claims) if team_claims else cpu_profile
+    cpu_profile = with_team_targets(cpu_profile)
     status, lines = compare_with_golden(
         golden.where, "cpu", update=update, now=cpu_profile, how_to_pin=golden.how_to_pin(TEST)
     )
@@ -56,4 +64,7 @@ def test_behaviour_profile_matches_the_cpu_golden(
         record_observation(
             f"golden profile (cpu), {install_label(cpu_profile)}", f"{len(named[0])} accepted differences: {named[1]}"
         )
+    if status == "differs":  # (how to accept them: this profile, saved for python -m fp8ref accept)
+        save(cpu_profile, tmp_path / "cpu.json")
+        lines.append(accept_hint(golden_path(golden.where, "cpu"), tmp_path / "cpu.json"))
     assert status in ("equal", "named"), "FP8 behaviour differs from the pinned golden:\n" + "\n".join(lines)

@@ -7,10 +7,11 @@ fp8ref.harness      the reference, torch, the implementations under test and the
                     transformers' FP8 integration in harness/hf only, accelerate's FP8 path in
                     harness/workloads/accelerate_fp8 only, hypothesis in harness/claims
                     only, safetensors, ml_dtypes, gfloat, numpy); never the application
-fp8ref.finetune, fp8ref.__main__, fp8ref.pytest_plugin
-                    the application: anything (pytest only in pytest_plugin, which pytest loads
-                    through the package's entry point) (the only layer that may import datasets,
-                    matplotlib or tqdm, and transformers outside harness/hf)
+fp8ref.finetune, fp8ref.__main__, fp8ref.pytest_plugin, fp8ref.pytest_golden
+                    the application: anything (pytest only in the pytest plugin, pytest_plugin,
+                    which pytest loads through the package's entry point, and its golden half
+                    pytest_golden) (the only layer that may import datasets, matplotlib or tqdm,
+                    and transformers outside harness/hf)
 fp8ref (__init__)   the package root: re-exports reference names, lazily
 
 Imports are read from the source (``ast``), so a lazy import inside a function counts. Beyond
@@ -41,9 +42,10 @@ from tests.common.paths import PACKAGE
 LAYERS = {
     "reference": ("reference.",),
     "harness": ("harness.",),
-    "application": ("finetune", "__main__", "pytest_plugin"),
+    "application": ("finetune", "__main__", "pytest_plugin", "pytest_golden"),
 }
-PYTEST_ONLY_IN = "pytest_plugin"  # the plugin pytest loads through the entry point; nothing imports it
+# the plugin pytest loads through the entry point, and its golden half; nothing else imports them
+PYTEST_ONLY_IN = ("pytest_plugin", "pytest_golden")
 PACKAGE_ROOT = "__init__"  # re-exports reference names
 FOLDER_INITS = {"reference", "harness"}  # the layer folders' own (empty) __init__ modules
 
@@ -254,8 +256,8 @@ def layer_violations(modules: dict[str, ast.Module]) -> list[str]:
                 if layer == "harness" and t_layer == "application":
                     bad.append(f"fp8ref.{name} (harness) imports fp8ref.{target} (application)")
                 continue
-            if imp == "pytest" and name != PYTEST_ONLY_IN:
-                bad.append(f"fp8ref.{name} imports pytest, which only fp8ref.{PYTEST_ONLY_IN} may")
+            if imp == "pytest" and name not in PYTEST_ONLY_IN:
+                bad.append(f"fp8ref.{name} imports pytest, which only fp8ref's pytest plugin may")
                 continue
             if imp in STDLIB or imp == "torch":
                 continue
@@ -288,7 +290,7 @@ def test_every_module_keeps_to_its_layer():
         ("from ..harness.profiles.profile import collect\n", "imports fp8ref.harness.profiles.profile (harness)"),
         ("from fp8ref.harness import probes\n", "imports fp8ref.harness (harness)"),
         ("import torchao\n", "imports torchao"),
-        ("import pytest\n", "imports pytest, which only fp8ref.pytest_plugin may"),
+        ("import pytest\n", "imports pytest, which only fp8ref's pytest plugin may"),
         ("def f():\n    import matplotlib\n", "imports matplotlib, which only the application may"),
         ("from fp8ref.finetune import train\n", "imports fp8ref.finetune (application)"),
         ("def enc(x):\n    return x.to(torch.float8_e4m3fn)\n", "enc:2 uses float8_e4m3fn"),

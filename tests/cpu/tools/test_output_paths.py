@@ -19,9 +19,9 @@ import pytest
 import fp8ref.harness.profiles.profile
 from fp8ref.__main__ import main
 from fp8ref.harness.profiles import atomic
+from fp8ref.pytest_golden import SUITE_GOLDEN, check_before_collecting
 from tests.common.beside import fp8ref_main_each, main_each_report, pytest_each, pytest_each_result
 from tests.common.paths import GOLDEN, ROOT
-from tests.plugins.summaries import check_outputs
 
 KEY = "cast.e4m3fn.bf16.overflow"
 
@@ -354,17 +354,20 @@ def test_a_refused_output_is_told_before_torch_is_imported(beside):
 
 
 class _Options:
-    """What ``check_outputs`` reads of a pytest config: ``getoption``."""
+    """What ``check_before_collecting`` reads of a pytest config in fp8ref's checkout:
+    ``getoption``, and the stash saying this suite's golden tests compare ``tests/golden``."""
 
     def __init__(self, **options: object) -> None:
         self.options = {f"--{k.replace('_', '-')}": v for k, v in options.items()}
+        self.stash = pytest.Stash()
+        self.stash[SUITE_GOLDEN] = GOLDEN
 
     def getoption(self, name: str, default: object = None) -> object:
         return self.options.get(name, default)
 
 
 def _check(**options: object) -> None:
-    check_outputs(cast(pytest.Config, _Options(**options)))
+    check_before_collecting(cast(pytest.Config, _Options(**options)))
 
 
 def test_update_golden_into_a_path_that_cannot_be_written_is_a_usage_error(tmp_path):
@@ -381,7 +384,9 @@ def test_update_golden_into_a_path_that_cannot_be_written_is_a_usage_error(tmp_p
         _check(fp8_golden=str(tmp_path / "ci" / "stack.json"), fp8_update_golden=True)
     (tmp_path / "ci").mkdir()
     _check(fp8_golden=str(tmp_path / "ci" / "stack.json"), fp8_update_golden=True)
+    _check(fp8_golden=str(tmp_path / "ci" / "goldens"), fp8_update_golden=True)  # a folder of goldens, made when pinned
     _check(fp8_golden=str(tmp_path / "a-file" / "stack.json"))  # read only: nothing to write
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "ci"] and not any((tmp_path / "ci").iterdir())
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo", "under a file"])
