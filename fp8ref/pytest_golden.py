@@ -138,54 +138,17 @@ def golden_option(config: pytest.Config) -> Path | None:
 
 
 def check_output_path(value: str | os.PathLike[str], option: str, *, folder: bool = False) -> Path:
-    """``value`` as a path this run writes (with ``folder``: a folder it writes files into, made
-    when pinned), or a ``pytest.UsageError`` naming ``option``, the path and why not. The folder the
-    path is in must exist (a missing one is never created: a mistyped folder is an error, not a new
-    tree) and take a new file, which is tried (one is created and removed: as root a folder's mode
-    stops nothing, but ``/proc`` does); the path itself must be a regular file (or a folder, with
-    ``folder``), or not be there yet, and not read-only (``atomic.check_writable``). It leaves
-    nothing behind. (fp8ref's command line checks its own paths; one check for both is to come.)"""
+    """``value`` as a path this run writes (with ``folder``: a folder of goldens it writes files
+    into), or a ``pytest.UsageError`` naming ``option``, the path and why not: the one check of an
+    output path, the command line's too (``atomic.check_writable``: its folder must exist, a missing
+    one is never created, and take a new file, which is tried; the path itself a regular file or not
+    there yet, not read-only). It leaves nothing behind."""
     from fp8ref.harness.profiles.atomic import check_writable
 
-    if not str(value).strip():  # (an unset $VAR in a CI line)
-        raise pytest.UsageError(f"{option}: expected a path, got an empty value (an unset variable?)")
-    path = Path(value).expanduser()
     try:
-        target = Path(os.path.realpath(path)) if path.is_symlink() else path.absolute()
-        parent = target.parent
-        above = parent
-        while not os.path.lexists(above) and above != above.parent:
-            above = above.parent
-        if above != parent and above.is_dir():  # (a file on the way: check_writable says which)
-            raise pytest.UsageError(
-                f"{option}: cannot write {path}: the folder {parent} does not exist (fp8ref creates no folder: "
-                "make it first, or correct the path)"
-            )
-        check_writable(path, option, folder=folder)
-        _try_a_file_in(target if folder and target.is_dir() else parent)
-    except _NoNewFile as exc:
-        raise pytest.UsageError(f"{option}: cannot write {path}: {exc}") from exc
-    except OSError as exc:  # (atomic.UnwritablePath, or a path the system cannot even look at)
-        raise pytest.UsageError(str(exc) if exc.args and len(exc.args) == 1 else f"{option}: {path}: {exc}") from exc
-    return path
-
-
-class _NoNewFile(Exception):
-    """A folder that takes no new file, by the system's answer."""
-
-
-def _try_a_file_in(folder: Path) -> None:
-    """Create a file in ``folder`` and remove it (a write makes its temporary file there): the
-    system's answer where the permission bits are not (root; ``/proc``, ``/sys``)."""
-    import tempfile
-
-    try:
-        fd, probe = tempfile.mkstemp(prefix=".fp8ref-probe-", dir=folder)
-    except OSError as exc:
-        raise _NoNewFile(f"the folder {folder} takes no new file ({exc.strerror or exc})") from None
-    os.close(fd)
-    os.unlink(probe)
-
+        return check_writable(value, option, folder=folder)
+    except OSError as exc:  # (atomic.UnwritablePath: its words name the option and the path)
+        raise pytest.UsageError(str(exc)) from exc
 
 def _team_suite(config: pytest.Config) -> bool:
     """A suite whose own tests do not compare a golden (any but fp8ref's checkout)."""
@@ -226,7 +189,7 @@ def check_before_collecting(config: pytest.Config) -> None:
     if config.getoption("--fp8-update-golden"):
         where = owned or config.stash[SUITE_GOLDEN]
         # a .json path is the golden file itself, anything else a folder of <device kind>.json files
-        # (golden.golden_path's rule; the folder is created when pinned, if its own folder exists)
+        # (golden.golden_path's rule; that folder must be there: none is created)
         one_file = where.suffix == ".json" and not where.is_dir()
         check_output_path(where, "--fp8-golden" if owned else "--fp8-update-golden", folder=not one_file)
 

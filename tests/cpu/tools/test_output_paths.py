@@ -384,7 +384,8 @@ def test_update_golden_into_a_path_that_cannot_be_written_is_a_usage_error(tmp_p
         _check(fp8_golden=str(tmp_path / "ci" / "stack.json"), fp8_update_golden=True)
     (tmp_path / "ci").mkdir()
     _check(fp8_golden=str(tmp_path / "ci" / "stack.json"), fp8_update_golden=True)
-    _check(fp8_golden=str(tmp_path / "ci" / "goldens"), fp8_update_golden=True)  # a folder of goldens, made when pinned
+    with pytest.raises(pytest.UsageError, match="goldens does not exist"):  # a folder of goldens: none made either
+        _check(fp8_golden=str(tmp_path / "ci" / "goldens"), fp8_update_golden=True)
     _check(fp8_golden=str(tmp_path / "a-file" / "stack.json"))  # read only: nothing to write
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "ci"] and not any((tmp_path / "ci").iterdir())
 

@@ -84,7 +84,7 @@ def test_a_change_to_the_teams_step_fails_its_golden_naming_the_key_and_the_team
     [
         ("report under /proc", "--fp8-report: cannot write /proc/nope/r.md: the folder /proc/nope does not exist"),
         ("report under a missing folder", "--fp8-report: cannot write nope/r.md: the folder "),
-        ("report in /proc", "--fp8-report: cannot write /proc/r.md: the folder /proc takes no new file"),
+        ("report in /proc", "--fp8-report: cannot write /proc/r.md: no file can be created in the folder /proc"),
         ("golden under a missing folder", "--fp8-golden: cannot write "),
         ("golden of another device", "is a golden of device kind 'cuda-sm90', and this install's profile is of 'cpu'"),
         ("pin over a golden of another device", "is a golden of device kind 'cuda-sm90'"),
@@ -150,10 +150,12 @@ def test_an_output_path_needs_its_folder_there_and_the_check_creates_nothing(tmp
 
     with pytest.raises(pytest.UsageError, match=re.escape(f"the folder {tmp_path / 'a' / 'b'} does not exist")):
         check_output_path(tmp_path / "a" / "b" / "r.md", "--fp8-report")
-    with pytest.raises(pytest.UsageError, match="the folder /proc takes no new file"):
+    with pytest.raises(pytest.UsageError, match="no file can be created in the folder /proc"):
         check_output_path("/proc/r.md", "--fp8-report")
     assert check_output_path(tmp_path / "r.md", "--fp8-report") == tmp_path / "r.md"
-    assert check_output_path(tmp_path / "goldens", "--fp8-golden", folder=True) == tmp_path / "goldens"
+    # a folder of goldens must be there too: none is created
+    with pytest.raises(pytest.UsageError, match=re.escape(f"the folder {tmp_path / 'goldens'} does not exist")):
+        check_output_path(tmp_path / "goldens", "--fp8-golden", folder=True)
     assert list(tmp_path.iterdir()) == [], "the check left something behind"
 
 
