@@ -150,6 +150,7 @@ def check_output_path(value: str | os.PathLike[str], option: str, *, folder: boo
     except OSError as exc:  # (atomic.UnwritablePath: its words name the option and the path)
         raise pytest.UsageError(str(exc)) from exc
 
+
 def _team_suite(config: pytest.Config) -> bool:
     """A suite whose own tests do not compare a golden (any but fp8ref's checkout)."""
     return SUITE_GOLDEN not in config.stash
