@@ -183,12 +183,15 @@ def run_profile(py: Path, out: Path) -> dict:
     return res
 
 
-def measure(work: Path, tag: str, torch_v: str, aos: list[str], keep: bool, build_only: bool = False) -> dict:
+def measure(
+    work: Path, tag: str, torch_v: str, aos: list[str], keep: bool, build_only: bool = False, suite: bool = True
+) -> dict:
     venv = work / tag
     entry = build(venv, torch_v, aos, keep)
     if "error" not in entry and not build_only:
         py = venv / "bin" / "python"
-        entry["suite"] = run_suite(py)
+        if suite:
+            entry["suite"] = run_suite(py)
         entry.update(run_profile(py, work / "profiles" / f"{tag}.json"))
     if not keep:
         shutil.rmtree(venv, ignore_errors=True)
@@ -215,6 +218,12 @@ def main() -> int:
         action="store_true",
         help="only build the venvs (implies --keep), e.g. ahead of a run on a quiet machine",
     )
+    ap.add_argument(
+        "--no-suite",
+        action="store_true",
+        help="only the profiles, not `pytest -m cpu` in each install (its table says so; CI runs the suite "
+        "on its end installs)",
+    )
     args = ap.parse_args()
     if args.build_only:
         args.keep = True
@@ -223,7 +232,10 @@ def main() -> int:
     (work / "profiles").mkdir(parents=True, exist_ok=True)
     t_start = time.time()
     newest_first = list(reversed(args.torchao))
-    torch_axis = {tv: measure(work, f"torch{tv}", tv, newest_first, args.keep, args.build_only) for tv in args.torch}
+    suite = not args.no_suite
+    torch_axis = {
+        tv: measure(work, f"torch{tv}", tv, newest_first, args.keep, args.build_only, suite) for tv in args.torch
+    }
     ao_axis = {}
     for av in [] if args.torch_axis_only else args.torchao:
         same = torch_axis.get(args.torchao_torch)
@@ -231,7 +243,13 @@ def main() -> int:
             ao_axis[av] = same  # already measured on the torch axis
         else:
             ao_axis[av] = measure(
-                work, f"torch{args.torchao_torch}-torchao{av}", args.torchao_torch, [av], args.keep, args.build_only
+                work,
+                f"torch{args.torchao_torch}-torchao{av}",
+                args.torchao_torch,
+                [av],
+                args.keep,
+                args.build_only,
+                suite,
             )
     total = time.time() - t_start
     if args.build_only:
@@ -244,6 +262,7 @@ def main() -> int:
         "total_seconds": round(total),
         "python": sys.version.split()[0],
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "suite": suite,
     }
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n")
@@ -285,6 +304,8 @@ def _changes_table(rows) -> list[str]:
 def _suite_cell(e: dict) -> tuple[str, str]:
     if "error" in e:
         return "not built", e["error"].replace("|", "\\|")
+    if "suite" not in e:
+        return "not run (--no-suite)", "-"
     s = e["suite"]
     why = "; ".join(f"`{t.split('::', 1)[-1]}`: {r}".replace("|", "\\|") for t, r in s["failed"][:8])
     if len(s["failed"]) > 8:
@@ -333,8 +354,9 @@ def render(results: dict) -> str:
         "",
         f"Generated on {results.get('date', 'an unrecorded date')} by `python scripts/version_matrix.py` "
         "(CPU; one fresh venv per install with",
-        "ml-dtypes 0.6.0, transformers 5.24.0 and datasets 5.2.0 pinned, `pytest -m cpu` and",
-        "`python -m fp8ref profile` in each). Python "
+        "ml-dtypes 0.6.0, transformers 5.24.0 and datasets 5.2.0 pinned, "
+        + ("`pytest -m cpu` and " if results.get("suite", True) else "not the suite (--no-suite), ")
+        + "`python -m fp8ref profile` in each). Python "
         + results["python"]
         + f"; total wall time {results['total_seconds'] / 60:.0f} minutes, venv builds included.",
         "",
