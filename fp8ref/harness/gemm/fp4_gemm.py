@@ -23,6 +23,7 @@ import torch
 from ...reference.codec import encode, pack_fp4
 from ...reference.formats import E8M0FNU, UE4M3, FloatFormat
 from ...reference.validate import one_of, tensor
+from ..stack.refusals import call
 
 __all__ = [
     "Fp4Kind",
@@ -145,12 +146,13 @@ def call_packed(
     ``float4_e2m1fn_x2`` on the device, ``sa``/``sb`` from ``blocked_scales`` (a benchmark
     prepares them once, outside its timed calls)."""
     if api == "torch._scaled_mm":
-        return torch._scaled_mm(a, b, sa, sb, out_dtype=out_dtype)
+        return call("torch._scaled_mm", a, b, sa, sb, out_dtype=out_dtype)  # (refusals.call: its limit counts)
     import torch.nn.functional as F  # (a torch without F.scaled_mm refuses: AttributeError)
 
     recipe = getattr(F.ScalingType, kind_row(kind).f_scaling)
     swizzle = F.SwizzleType.SWIZZLE_32_4_4  # cuBLAS's layout, which blocked_scales builds
-    return F.scaled_mm(
+    return call(
+        "torch.nn.functional.scaled_mm",
         a,
         b,
         scale_a=sa,

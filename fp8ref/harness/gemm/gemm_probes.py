@@ -48,7 +48,7 @@ from typing import TypeVar
 import torch
 
 from ...reference.validate import boolean, instance, one_of
-from ..stack.refusals import attempt
+from ..stack.refusals import attempt, call, malformed
 
 __all__ = [
     "PROBE_K",
@@ -406,8 +406,10 @@ def _exact_problem(m: int, k: int, n: int, device: str) -> tuple[torch.Tensor, t
 def scale_forms_and_shapes(device: str = "cpu") -> dict[str, str]:
     """Which forms of the scale arguments and which shapes ``torch._scaled_mm`` takes on
     ``device``, each ``ok`` (the result is right: within one float32 rounding of the scaled exact
-    product, which small-integer operands make sharp), ``wrong: <worst error>`` (a bug) or the
-    install's ``refused: ...``. Keys: ``tensorwise.<form>`` (0-d, one-element 1-D, 1x1),
+    product, which small-integer operands make sharp), ``wrong: <worst error>`` (a bug), the
+    install's ``refused: ...``, or ``not documented: ...`` for a form torch's meta registration
+    rejects (its words; a malformed call is not made: no answer to it is the install's refusal).
+    Keys: ``tensorwise.<form>`` (0-d, one-element 1-D, 1x1),
     ``rowwise.<form>`` ((M,1)x(1,N), (M,)x(N,), (M,1)x(N,1)) and ``shape.<which dim>`` (M, K or N
     not a multiple of 16)."""
     m, k, n = 32, 64, 48
@@ -428,12 +430,16 @@ def scale_forms_and_shapes(device: str = "cpu") -> dict[str, str]:
     for key, ((mm_, kk, nn), sa, sb) in cases.items():
         A, B, exact = _exact_problem(mm_, kk, nn, device)
 
-        def call(
-            A: torch.Tensor = A, B: torch.Tensor = B, sa: torch.Tensor = sa, sb: torch.Tensor = sb
-        ) -> torch.Tensor:
-            return torch._scaled_mm(A, B, scale_a=sa.to(device), scale_b=sb.to(device), out_dtype=torch.float32)
+        kwargs = {"scale_a": sa.to(device), "scale_b": sb.to(device), "out_dtype": torch.float32}
+        undocumented = malformed("torch._scaled_mm", (A, B), kwargs)
+        if undocumented is not None:
+            out[key] = f"not documented: {undocumented}"
+            continue
 
-        ok, got = attempt(call, device)
+        def mm(A: torch.Tensor = A, B: torch.Tensor = B, kwargs: dict = kwargs) -> torch.Tensor:
+            return call("torch._scaled_mm", A, B, **kwargs)
+
+        ok, got = attempt(mm, device)
         if not ok:
             out[key] = str(got)
             continue

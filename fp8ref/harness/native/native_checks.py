@@ -264,8 +264,9 @@ def _write_paths(dtype: torch.dtype, device: str) -> dict[str, Callable[[float],
             t.fill_(v)
         elif how == "setitem":
             t[:] = v
-        elif how == "index_put_":
-            t.index_put_((torch.arange(4, device=device),), torch.full((4,), v, dtype=torch.float32, device=device))
+        elif how == "index_put_":  # (values of the destination's dtype, as index_put_ takes them: the codes .to gives)
+            values = torch.full((4,), v, dtype=torch.float64, device=device).to(dtype)
+            t.index_put_((torch.arange(4, device=device),), values)
         elif how == "masked_fill":
             t = t.masked_fill(torch.ones(4, dtype=torch.bool, device=device), v)
         elif how == "copy_":

@@ -40,7 +40,7 @@ select_scatter slice slice_scatter split split.list_args split_with_sizes split_
 squeeze squeeze.multiple squeeze_copy stack t t_copy tensor_split tile transpose transpose_copy
 unbind unbind_copy unflatten unfold unfold_copy unsafe_chunk unsafe_split unsqueeze unsqueeze_copy
 view view_as view_copy vsplit vstack where flip flatten.using_ints gather scatter take
-take_along_dim masked_scatter index_add index_copy index_fill narrow.tensor
+take_along_dim masked_scatter index_copy index_fill narrow.tensor
 """
 _WRITTEN = """
 fill full full_like new_full new_ones new_zeros ones ones_like zeros zeros_like zero_ scalar_tensor
@@ -52,7 +52,7 @@ abs positive neg eq ne lt le gt ge isnan isinf isfinite isreal isposinf isneginf
 any nonzero nonzero_static searchsorted bool half float double bfloat16 cfloat cdouble chalf to
 item float_power outer kron diff mul add sub max min maximum minimum sort argsort __rmul__ inner
 isclose count_nonzero sum_to_size cumsum cumprod cummax cummin aminmax argmax argmin kthvalue mode
-topk max.reduction_with_dim min.reduction_with_dim
+topk max.reduction_with_dim min.reduction_with_dim index_add
 """
 _CONVERTS = """
 byte char short int long
@@ -74,8 +74,29 @@ def _accumulates(sample: Any, kind: str) -> str:
     return "unchecked" if accumulate is True else kind
 
 
+def _adds_into(sample: Any, kind: str) -> str:
+    """index_add adds ``alpha * source`` into the rows its index names: arithmetic (``values``: one
+    rounding of the exact sum) where each row is named once; where an index repeats, a row receives
+    one rounding per addition in the order torch takes them: a reduction (left unchecked)."""
+    args = sample.ways["float8"][1]
+    index: Any = args[1] if len(args) > 1 else None
+    repeats = hasattr(index, "unique") and int(index.unique().numel()) < int(index.numel())
+    return "unchecked" if repeats else kind
+
+
+def _reduces(sample: Any, kind: str) -> str:
+    """scatter with ``reduce`` ("add", "multiply") combines the values it writes with the
+    destination's, one rounding per combination in the order torch takes them: arithmetic, a
+    reduction (left unchecked), never movement; without it scatter moves codes."""
+    return "unchecked" if sample.ways["float8"][2].get("reduce") is not None else kind  # (keyword-only)
+
+
 # the ops whose kind depends on the sample's arguments
-SAMPLE_KIND: dict[str, Callable[[Any, str], str]] = {"index_put": _accumulates}
+SAMPLE_KIND: dict[str, Callable[[Any, str], str]] = {
+    "index_put": _accumulates,
+    "index_add": _adds_into,
+    "scatter": _reduces,
+}
 
 _GEMM = (
     "a float8 GEMM without scales (torch computes it in float32 and rounds the result once); FP8 training "

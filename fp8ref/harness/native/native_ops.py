@@ -71,12 +71,17 @@ def _op_db() -> tuple[Any, ...] | str:
         need = own_need(exc)  # (expecttest, numpy: fp8ref's own needs, never the install's refusal)
         if need is not None:
             return not_measured(need)
+        if isinstance(exc, ModuleNotFoundError) and str(exc.name or "").startswith("torch.testing"):
+            # (a torch installed without its test tree: the catalogue is not there, nothing refused)
+            return f"missing: torch {torch.__version__} is installed without its op catalogue ({exc.name})"
         return f"refused: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return tuple(op_db)
 
 
 def catalogue_refusal() -> str | None:
-    """None when torch's op catalogue imports here, else why not (``refused: ...``)."""
+    """None when torch's op catalogue imports here, else why not: ``missing: ...`` (this torch was
+    installed without it), ``not measured here: ...`` (fp8ref's own need, expecttest, is not
+    installed) or ``refused: ...`` (it fails to load)."""
     db = _op_db()
     return db if isinstance(db, str) else None
 

@@ -25,7 +25,19 @@ What (``declined``), with the reason each counts:
 - A message in ``DECLINING_WORDS`` ("not implemented for", "not supported", "requires CUDA",
   "Could not run ... backend", ...): the library's words for an input it does not handle.
 - A message in ``DOCUMENTED_LIMITS``: a library's check that says no in other words, each listed
-  with the package, the exception type, the words and where the library documents the limit.
+  with the package, the exception type, the words and where the library documents the limit. A
+  limit of a native op (``Limit.ops``) matches only the call it documents: the error must carry
+  the call's record (made by ``call``, which probes call the op through), the op that raised must
+  be one it names, the error must have been raised inside that call (no frame of other code below
+  it), and ``Limit.when`` must accept the call's arguments (``_scaled_mm``'s: torch's own meta
+  registration takes them). The same words from any other call are no refusal.
+
+Never a refusal or a decline: a call a native function rejects as malformed from the caller's
+line, a shape that does not multiply or broadcast, a view of the wrong size, a value of another
+dtype than the destination's (``CALL_FAULTS``). Such a call is fp8ref's own mistake; probes build
+each call as a user would (a float8 value into a float8 destination, scales of the documented
+shapes and dtypes). The same words raised inside the install's own Python code are about a call
+the install made, and judged as any other error of the install.
 
 Never a refusal, wherever raised: an exception that is not an ``Exception`` (KeyboardInterrupt,
 SystemExit), ``MemoryError``, and a device fault (an illegal memory access, a misaligned address, a
@@ -48,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import linecache
+import logging
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +74,10 @@ __all__ = [
     "DOCUMENTED_LIMITS",
     "DEVICE_FAULTS",
     "Limit",
+    "Call",
+    "call",
+    "CALL_FAULTS",
+    "malformed",
     "raised_by_install",
     "declined",
     "refusal",
@@ -127,6 +144,106 @@ _PYTHON_WORDS = re.compile(
 # never the install declining an input by their words (dynamo's "does not support" is a graph
 # break of the compiled check), only through a documented limit
 _COMPILER_ERRORS = ("Unsupported", "UserError", "BackendCompilerFailed", "InductorError", "LoweringException")
+# torch's words for a malformed call (module docstring, "Never a refusal or a decline"): operands
+# whose shapes do not multiply or broadcast, a view or reshape to a size the tensor does not have,
+# a value of another dtype than the destination's where torch requires the same (ATen's matmul,
+# view and index_put checks, TensorIterator's broadcast)
+CALL_FAULTS = re.compile(
+    r"shapes cannot be multiplied|size mismatch|inconsistent tensor size|must match the size of tensor"
+    r"|shape '\[[^\]]*\]' is invalid for input of size|view size is not compatible with input tensor"
+    r"|dtypes match|must have the same dtype|to have the same dtype",
+    re.IGNORECASE,
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """A native op's call as ``call`` made it: the op's name (``torch._scaled_mm``), its
+    arguments, and the frame that called it (the error must have been raised inside it)."""
+
+    op: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+_CALL_ATTRIBUTE = "_fp8ref_call"
+
+
+def _resolve(op: str) -> Callable[..., Any]:
+    """The function ``op`` names (``torch._scaled_mm``, ``torch.nn.functional.scaled_mm``)."""
+    import importlib
+
+    module, _, name = op.rpartition(".")
+    if not module.startswith("torch"):
+        raise ValueError(f"op: expected a torch function's dotted name, got {op!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+def call(op: str, *args: Any, **kwargs: Any) -> Any:
+    """``op(*args, **kwargs)`` (``op`` a torch function's dotted name), its error carrying the
+    call (``Call``) so a documented limit of that op (``Limit.ops``) can check it is the call the
+    limit documents. Probes call an op whose refusal a limit names through this."""
+    fn = _resolve(op)
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        setattr(exc, _CALL_ATTRIBUTE, Call(op, args, kwargs))
+        raise
+
+
+def _raised_inside_call(exc: BaseException) -> bool:
+    """True when ``exc`` was raised inside ``call``'s own call of the op: ``call``'s frame is on
+    its traceback and every frame below it is the install's (or none: a native op)."""
+    tb = exc.__traceback__
+    below: list[str] | None = None
+    while tb is not None:
+        if below is not None:
+            below.append(tb.tb_frame.f_code.co_filename)
+        elif tb.tb_frame.f_code is call.__code__:
+            below = []
+        tb = tb.tb_next
+    return below is not None and all(_package_of(f) is not None for f in below)
+
+
+def malformed(op: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
+    """What torch's meta registration of ``op`` says against these arguments (the shapes,
+    strides and dtypes it documents as a valid call: torch/_meta_registrations.py), or None when
+    it takes them (or torch has no meta registration of the op to check them by)."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fn = _resolve(op)
+    # fake tensors: the meta registration runs with each tensor's own device, shape, strides and
+    # dtype (it checks some things on one device only), and no kernel runs; the fake tensor
+    # mode's logger, which logs each meta error it re-raises with its traceback, kept quiet
+    quiet = logging.getLogger("torch._subclasses.fake_tensor")
+    was = quiet.disabled
+    quiet.disabled = True
+    try:
+        return _meta_says(fn, args, kwargs, FakeTensorMode, torch.Tensor)
+    finally:
+        quiet.disabled = was
+
+
+def _meta_says(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], mode_cls: Any, tensor: type
+) -> str | None:
+    with mode_cls() as mode:
+
+        def fake(x: Any) -> Any:
+            return mode.from_tensor(x) if isinstance(x, tensor) else x
+
+        try:
+            fn(*[fake(a) for a in args], **{k: fake(v) for k, v in kwargs.items()})
+        except NotImplementedError:  # (no meta registration: nothing documented to check against)
+            return None
+        except Exception as exc:  # noqa: BLE001 - the meta registration's words are the answer
+            return describe(exc)
+    return None
+
+
+def _meta_takes(c: Call) -> bool:
+    return malformed(c.op, c.args, c.kwargs) is None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +251,9 @@ class Limit:
     """A library's check that says no to an input in words ``DECLINING_WORDS`` does not hold:
     ``package`` raised ``kind`` with a message matching ``words`` (for a bare ``assert``, the
     asserting line matching ``line``); ``why`` says where the library documents the limit. A
-    ``native`` limit is torch's C++ speaking: the Python frame it surfaces in may be any caller's."""
+    ``native`` limit is torch's C++ speaking: the Python frame it surfaces in may be any caller's,
+    so it names the ``ops`` it documents and matches only their call (module docstring): the error
+    carries its ``Call``, was raised inside it, and ``when`` (if given) accepts its arguments."""
 
     package: str
     kind: type[BaseException]
@@ -142,6 +261,8 @@ class Limit:
     why: str
     native: bool = False
     line: str | None = None
+    ops: tuple[str, ...] = ()
+    when: Callable[[Call], bool] | None = None
 
     def matches(self, exc: BaseException, package: str | None) -> bool:
         if not isinstance(exc, self.kind) or re.search(self.words, str(exc)) is None:
@@ -150,6 +271,12 @@ class Limit:
             tb = _innermost(exc)
             source = linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno) if tb is not None else ""
             if re.search(self.line, source) is None:
+                return False
+        if self.ops:
+            made = getattr(exc, _CALL_ATTRIBUTE, None)
+            if not isinstance(made, Call) or made.op not in self.ops or not _raised_inside_call(exc):
+                return False
+            if self.when is not None and not self.when(made):
                 return False
         return self.native or package == self.package
 
@@ -161,21 +288,16 @@ DOCUMENTED_LIMITS = (
         r"^Invalid scaling configuration",
         "torch's _scaled_mm answers a scaling recipe no kernel of the device implements with these words "
         "(the CPU kernel: tensorwise only before 2.10; the recipes CUDA accepts are listed in its meta "
-        "registration, torch/_meta_registrations.py); the probes pass the shapes listed there",
+        "registration, torch/_meta_registrations.py); only a call that registration takes counts",
         native=True,
+        ops=("torch._scaled_mm", "torch.nn.functional.scaled_mm"),
+        when=_meta_takes,
     ),
     Limit(
         "torch",
         RuntimeError,
         r"^Unknown Complex ScalarType for Float8",
         "c10's toComplexType has no complex counterpart for a float8 dtype (c10/core/ScalarType.h)",
-        native=True,
-    ),
-    Limit(
-        "torch",
-        RuntimeError,
-        r"^Index put requires the source and destination dtypes match",
-        "index_put_ writes values of the destination's own dtype only (ATen's index_put check)",
         native=True,
     ),
     Limit(
@@ -237,13 +359,6 @@ DOCUMENTED_LIMITS = (
         r"NoValidChoicesError: No choices to select",
         "inductor's GEMM autotuning found no kernel template for this device among the backends it was "
         "allowed (max_autotune_gemm_backends; torch/_inductor/select_algorithm.py)",
-    ),
-    Limit(
-        "safetensors",
-        KeyError,
-        r"^'F[468]_",
-        "safetensors' torch loader maps dtype names through a table (safetensors/torch.py, _TYPES); "
-        "a float8/float4 name missing from it is a dtype it does not load",
     ),
     Limit(
         "torch",
@@ -385,7 +500,16 @@ def is_refusal(exc: BaseException) -> bool:
     if own_need(exc) is not None:
         return False  # fp8ref's own package missing: no answer of the install (attempt says which)
     package = raised_by_install(exc)
+    if _caller_fault(exc, package):
+        return False  # a malformed call: the caller's own mistake
     return package is not None and declined(exc, package) is not None
+
+
+def _caller_fault(exc: BaseException, package: str | None) -> bool:
+    """A native function rejected the call its caller's line built as malformed (``CALL_FAULTS``).
+    The same words raised inside the install's own Python (torch's svd_lowrank multiplying a
+    float8 input by the float32 matrix it made) are the install's doing, judged as any other."""
+    return package == "native" and CALL_FAULTS.search(str(exc)) is not None
 
 
 def op_declines(exc: BaseException) -> bool:
@@ -395,10 +519,12 @@ def op_declines(exc: BaseException) -> bool:
     (the catalogue lists it so) and only its dtype is float8, and which ops take float8 is what
     the survey finds out, so whatever torch raises for it, in its own frames or natively from the
     call, is the op declining that dtype; what fp8ref's own frames raise (building the sample, a
-    typo) is a failure. Device faults and non-``Exception`` errors never count."""
+    typo) is a failure, and so is a call rejected as malformed on fp8ref's own line (``CALL_FAULTS``:
+    shapes that do not multiply, a view of the wrong size, a value of another dtype than the
+    destination's), which no input's dtype explains. Device faults and non-``Exception`` errors never count."""
     if not isinstance(exc, Exception) or isinstance(exc, MemoryError) or DEVICE_FAULTS.search(str(exc)):
         return False
-    if own_need(exc) is not None:
+    if own_need(exc) is not None or _caller_fault(exc, raised_by_install(exc)):
         return False
     return raised_by_install(exc) is not None or is_refusal(exc)
 

@@ -34,7 +34,10 @@ def checkpoint_keys(device: str, torchao: bool) -> dict:
     def words(t: torch.Tensor, name: str) -> dict:
         r = check_kept(t)
         return {
-            f"checkpoint.{name}.{way}": r.refused.get(way) or (f"lost: {r.lost[way][0]}" if way in r.lost else "ok")
+            f"checkpoint.{name}.{way}": r.refused.get(way)
+            or r.failed.get(way)
+            or r.known.get(way)
+            or (f"lost: {r.lost[way][0]}" if way in r.lost else "ok")
             for way in ways_for(t)
         }
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .keeping import check_kept, dcp_saved_and_loaded, saved_and_loaded
+from .keeping import KNOWN_KEEP_FAILURES, check_kept, dcp_saved_and_loaded, saved_and_loaded
 
 
 # --- resume --------------------------------------------------------------------------------------
@@ -101,6 +101,8 @@ def kept_problem(t: torch.Tensor, what: str, record_observation: Callable[[str, 
     r = check_kept(t)
     for way, why in r.refused.items():
         record_observation(f"{what} through {way}", why)
+    for way, why in r.known.items():  # (a failure named with its versions: keeping.KNOWN_KEEP_FAILURES)
+        record_observation(f"{what} through {way}", f"{why} (known: {KNOWN_KEEP_FAILURES[(way, str(t.dtype))][1]})")
     if r.problems:
         return "\n".join(r.problems)
     if set(REQUIRED) & set(r.refused):
