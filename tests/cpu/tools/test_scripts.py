@@ -2,6 +2,8 @@
 fail here, not months later when someone reruns the version matrix."""
 
 import importlib.util
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,7 +21,7 @@ def test_script_imports_and_has_a_main(path):
     assert callable(getattr(module, "main", None)), f"{path.name} has no main()"
 
 
-def _script(name: str):
+def _script(name: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"_fp8ref_script_{name}", ROOT / "scripts" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -30,7 +32,7 @@ def _script(name: str):
 GOLDEN_TEST = "tests/cpu/tools/test_golden_profile.py::test_behaviour_profile_matches_the_cpu_golden"
 
 
-def _junit(tmp_path, failed: list[tuple[str, str]]):
+def _junit(tmp_path: Path, failed: list[tuple[str, str]]) -> Path:
     cases = "".join(
         f'<testcase classname="{cls}" name="{name}"><failure message="x"/></testcase>' for cls, name in failed
     )
