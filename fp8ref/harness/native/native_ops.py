@@ -38,7 +38,7 @@ from torch.utils._pytree import tree_flatten
 from ...reference.codec import decode
 from ...reference.formats import FloatFormat
 from ..stack import probes
-from ..stack.refusals import first_words, not_measured, own_need, survey
+from ..stack.refusals import DEVICE_FAULTS, first_words, not_measured, own_need, raised_by_install, survey
 from .layouts import LAYOUTS, relaid
 from .native_op_kinds import KINDS, kind_of
 
@@ -410,9 +410,21 @@ def _relaid_float32(op: Any, made: list, i: int, layout: str, device: str, memo:
     float8), else None. ``memo``: the answers, shared by the formats."""
     if (i, layout) not in memo:
         s = relaid(made[i], layout)
-        ok = s is not None and survey(lambda: op.op(s.input, *s.args, **s.kwargs), device)[0]
+        ok = s is not None and _runs_in_float32(lambda: op.op(s.input, *s.args, **s.kwargs), device)
         memo[i, layout] = s if ok else None
     return memo[i, layout]
+
+
+def _runs_in_float32(fn: Callable[[], Any], device: str) -> bool:
+    """Whether a float32 sample runs: torch rejecting it in any words, a malformed call's too (a
+    view of a transposed tensor), means the layout is no input of the op (the question asked
+    here); an error of fp8ref's own frames propagates."""
+    try:
+        return survey(fn, device)[0]
+    except Exception as exc:  # noqa: BLE001 - the install's answer is no; fp8ref's own error re-raised
+        if raised_by_install(exc) is None or isinstance(exc, MemoryError) or DEVICE_FAULTS.search(str(exc)):
+            raise  # (fp8ref's own error; a device fault, after which nothing is to be trusted)
+        return False
 
 
 def judge(
