@@ -102,6 +102,8 @@ def weights_after_steps(unsharded: dict) -> list[list[torch.Tensor]]:
 # float8 all-gather the same model runs. (torch release, torchao release) -> where it was seen.
 UNEVEN_SHARDS_ABORT = {
     ("2.9.1", "0.17.0"): "CI's oldest install (2.9.1+cu128 on the CPU; recorded in the test, commit dae2e62)",
+    ("2.13.0", "0.17.0"): "torch 2.13.0+cpu with torchao 0.17.0: process 1 terminated with signal SIGABRT "
+    "(2026-12-03, scripts/your_env.py on that pair)",
     ("2.13.0", "0.18.0"): "torch 2.13.0+cpu: process 1 terminated with signal SIGABRT",
     ("2.14.1", "0.18.0"): "torch 2.14.1+cu130 on the CPU (what pip installs for a new user): process 1 terminated "
     "with signal SIGABRT (2026-12-02)",

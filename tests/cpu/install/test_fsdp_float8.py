@@ -213,8 +213,8 @@ def test_precomputed_scale_of_a_small_weight_is_the_reference_scale(results, ran
 
 def test_uneven_shards_match_the_unsharded_model_or_abort_where_known(results, record_observation, record_defect):
     """A weight of 127 rows over two ranks (64 + 63): FSDP2 pads the shorter shard. On the installs
-    known to abort here (``fsdp_float8.UNEVEN_SHARDS_ABORT``: torch 2.9.1 + torchao 0.17.0, 2.13.0,
-    2.14.1 and 2.15.0 + torchao 0.18.0; on gloo the all-gather's sizes disagree and gloo's enforce ends a
+    known to abort here (``fsdp_float8.UNEVEN_SHARDS_ABORT``: torch 2.9.1 and 2.13.0 + torchao 0.17.0,
+    2.13.0, 2.14.1 and 2.15.0 + torchao 0.18.0; on gloo the all-gather's sizes disagree and gloo's enforce ends a
     rank with SIGABRT, while without float8 all-gather the same model runs) the test passes only if
     a rank aborts exactly so; any other error fails, and a run that goes through fails saying the
     expectation is stale. On any other install both ranks must match the unsharded model bitwise,
