@@ -75,6 +75,10 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         print(f"wrote {args.out}: {len(profile['behaviour'])} keys, {profile['versions']}")
     else:
         print(json.dumps(profile, indent=1, sort_keys=True))
+    from .harness.profiles.golden import not_measured_lines
+
+    for line in not_measured_lines(profile):  # (said where a golden pinned from it would be read from)
+        print(f"note: {line}; a golden pinned from this profile leaves them uncompared", file=sys.stderr)
     return 0
 
 

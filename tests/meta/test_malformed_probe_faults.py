@@ -130,6 +130,7 @@ def test_the_twin_a_checkpoint_loads_into_keeps_a_valid_scale():
 
     t = subclass_examples()["float8_tensorwise"]()
     twin = _zeroed_twin(t)
+    # (torchao's equal-scale rule for this type: its twin keeps the scale; the others' differ, below)
     assert torch.equal(twin._scale, t._scale) and bool((twin._scale != 0).all())
     assert bool((twin._data.view(torch.uint8) == 0).all())  # the codes zeroed: the copy must write them
     r = check_kept(t)
@@ -147,3 +148,30 @@ def test_index_put_into_float8_is_written_and_checked_not_refused(fmt):
 
     answer = check_written(get_format(fmt))["index_put_"]
     assert answer.startswith("as .to") or answer.startswith("differs: "), answer
+
+
+@pytest.mark.needs("torchao")
+@pytest.mark.parametrize("kind", ["mx_e4m3", "nvfp4_two_level"])
+def test_a_way_that_keeps_the_codes_and_drops_the_scales_is_caught(kind):
+    """The twin a checkpoint loads into holds valid scales other than the source's: an in-place
+    loader that copies the element codes and not the scales leaves them so, and is named."""
+    from fp8ref.harness.state.keeping import _zeroed_twin, check_kept, subclass_examples
+
+    t = subclass_examples()[kind]()
+    names, _ = t.__tensor_flatten__()
+    twin = _zeroed_twin(t)
+    for n in names:
+        if "scale" in n:
+            got, want = getattr(twin, n), getattr(t, n)
+            assert got.dtype == want.dtype and not bool((got.float() == want.float()).any()), n
+            assert bool(torch.isfinite(got.float()).all()), n  # (valid: no NaN code)
+
+    def drops_scales(src):
+        out = _zeroed_twin(src)
+        for n in names:
+            if "scale" not in n:
+                getattr(out, n).copy_(getattr(src, n))
+        return out
+
+    lost = check_kept(t, {"codes only": drops_scales}).lost
+    assert "codes only" in lost and any("scale" in str(d) for d in lost["codes only"]), lost

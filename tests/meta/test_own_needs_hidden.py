@@ -17,7 +17,7 @@ import pytest
 
 from fp8ref.harness.profiles.golden import compare_with_golden
 from fp8ref.harness.stack.refusals import NOT_MEASURED, OWN_NEEDS
-from tests.common.paths import ROOT
+from tests.common.paths import GOLDEN, ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -51,6 +51,10 @@ def test_a_hidden_own_need_is_never_the_installs_answer(package, tmp_path):
     profile = json.loads(out.read_text())
     blamed = blamed_on_the_install(profile["behaviour"], package)
     assert not blamed, f"{package} hidden, these keys blame the install for it:\n" + "\n".join(blamed[:20])
+    # held to fp8ref's golden, nothing differs: each key is the install's answer as pinned, or not
+    # compared because the package was hidden (a key absent under a gate that says so included)
+    status, lines = compare_with_golden(GOLDEN, now=profile)
+    assert status in ("equal", "named"), "\n".join(lines[:20])
     unmeasured = [k for k, v in profile["behaviour"].items() if isinstance(v, str) and v.startswith(NOT_MEASURED)]
     golden = tmp_path / "g.json"
     status, lines = compare_with_golden(golden, update=True, now=profile)

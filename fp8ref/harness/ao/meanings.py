@@ -16,6 +16,14 @@ _M = KeyMeaning
 MEANINGS: tuple[KeyMeaning, ...] = (
     # --- torchao's FP8 surface --------------------------------------------------------------------------
     _M(
+        "torchao.surface",
+        "torchao's FP8 surface",
+        "whether torchao's FP8 surface could be read whole (present only when it could not: a module of it "
+        "needs a package fp8ref itself needs, which is not installed)",
+        "its configs and enums in that module are not discovered here: their keys are not compared",
+        "refusal",
+    ),
+    _M(
         "torchao.surface.module.**",
         "torchao's FP8 surface",
         "whether torchao's module {1}, one of those its FP8 surface is read from, imports",

@@ -18,7 +18,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from ..stack.refusals import not_measured, own_need
+from ..stack.refusals import NOT_MEASURED, not_measured, own_need
 
 __all__ = ["ROOTS", "classes", "members", "profile_keys"]
 
@@ -112,6 +112,9 @@ def profile_keys(modules: dict[str, ModuleType | str] | None = None) -> dict[str
     import (nothing for one that does)."""
     modules = modules if modules is not None else {name: _import(name) for name in ROOTS}
     out = {f"torchao.surface.module.{name}": m for name, m in modules.items() if isinstance(m, str)}
+    unmeasured = next((m for m in modules.values() if isinstance(m, str) and m.startswith(NOT_MEASURED)), None)
+    if unmeasured is not None:  # (a root fp8ref could not import for want of its own package: which classes
+        out["torchao.surface"] = unmeasured  # it holds is unknown, so the whole surface says it was not measured)
     for name, cls in classes(modules).items():
         if issubclass(cls, enum.Enum):
             out[f"torchao.surface.{name}"] = " ".join(cls.__members__)

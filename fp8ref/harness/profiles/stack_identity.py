@@ -68,7 +68,7 @@ def unusable(profile: dict) -> dict[str, str]:
         elif gate is not None and str(behaviour.get(gate, "")).startswith(_NO_ANSWER):
             out[pkg] = str(behaviour[gate])
     for pkg, imported in IMPORTS_WHEN_INSTALLED.items():
-        broken = next((dep for dep in imported if dep in out and out[dep] != "not installed"), None)
+        broken = next((dep for dep in imported if DOES_NOT_IMPORT in str(versions.get(dep) or "")), None)
         if pkg not in out and broken is not None:
             out[pkg] = f"imports {broken}, which is unusable: {out[broken]}"
     return out
@@ -76,22 +76,19 @@ def unusable(profile: dict) -> dict[str, str]:
 
 def _not_measured(key: str, behaviour: dict) -> str | None:
     """Why ``key`` has no answer in ``behaviour`` because fp8ref's own need was missing there: its
-    value says so, or it is absent while a key of its family (its first two name parts) says so (a
-    probe that could not run writes one key for all it would have written)."""
+    value says so, or it is absent while a key it is under (``native`` for ``native.abs``: a probe
+    that could not run writes one key for all it would have written) says so."""
     value = behaviour.get(key)
     if isinstance(value, str) and value.startswith(NOT_MEASURED):
         return value
     if key in behaviour:
         return None
-    family = ".".join(key.split(".")[:2])
-    return next(
-        (
-            v
-            for k, v in behaviour.items()
-            if isinstance(v, str) and v.startswith(NOT_MEASURED) and (k == family or k.startswith(family + "."))
-        ),
-        None,
-    )
+    parts = key.split(".")
+    for depth in range(len(parts) - 1, 0, -1):
+        above = behaviour.get(".".join(parts[:depth]))
+        if isinstance(above, str) and above.startswith(NOT_MEASURED):
+            return above
+    return None
 
 
 def not_installed_here(key: str, a: dict, b: dict) -> str | None:

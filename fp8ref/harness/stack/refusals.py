@@ -311,14 +311,6 @@ DOCUMENTED_LIMITS = (
     Limit(
         "torchao",
         AssertionError,
-        r"^unsupported$",
-        "torchao's to_mx scales a contiguous tensor only ('unsupported', torchao/prototype/mx_formats/mx_tensor.py, "
-        "to_mx; 0.17's MX linear backward hands it an expanded gradient as it comes)",
-        line=r"assert data_hp\.is_contiguous\(\)",
-    ),
-    Limit(
-        "torchao",
-        AssertionError,
         r"must be divisible by block_size",
         "torchao's to_mx scales whole blocks only ('TODO(future PR): consider supporting padding', "
         "torchao/prototype/mx_formats/mx_tensor.py); OCP MX v1.0 defines a scale per whole block",
@@ -386,21 +378,33 @@ _NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
 def own_need(exc: BaseException) -> str | None:
-    """The package of ``OWN_NEEDS`` whose absence ``exc`` (or an error it was raised from) reports,
-    or None."""
+    """The package of ``OWN_NEEDS`` that ``exc`` (or the error it was raised from, ``raise ...
+    from``) reports missing, when it is not installed here; None otherwise. A package that is
+    installed but breaks (a numpy of another ABI, a name it lacks) is no missing need: that error
+    is judged as any other."""
     seen: set[int] = set()
     err: BaseException | None = exc
     while err is not None and id(err) not in seen:
         seen.add(id(err))
-        if isinstance(err, ImportError):
+        name = None
+        if isinstance(err, ModuleNotFoundError):
             found = _NO_MODULE.search(str(err))
             name = (err.name or (found.group(1) if found else "")).split(".")[0]
-            if name in OWN_NEEDS:
-                return name
-        if isinstance(err, RuntimeError) and _NUMPY_UNAVAILABLE.search(str(err)):
-            return "numpy"
-        err = err.__cause__ or err.__context__
+        elif isinstance(err, RuntimeError) and _NUMPY_UNAVAILABLE.search(str(err)):
+            name = "numpy"
+        if name in OWN_NEEDS and _not_installed(name):
+            return name
+        err = err.__cause__
     return None
+
+
+def _not_installed(name: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is None
+    except (ImportError, ValueError):  # (a half-imported module without a spec)
+        return False
 
 
 def not_measured(package: str) -> str:

@@ -85,14 +85,33 @@ def _zeros(t: torch.Tensor) -> torch.Tensor:
 
 def _zeroed_twin(t: torch.Tensor) -> torch.Tensor:
     """A tensor of ``t``'s kind and shape to load ``t`` into: its element codes zeroed, its scales
-    ``t``'s own (a copy). The destination a training job loads into holds valid scales: a zero
-    scale is no tensor a job makes, and torchao's Float8TrainingTensor ``copy_`` takes a source
-    of equal scale only, so a zeroed scale would make torchao's answer fp8ref's own setup."""
+    valid but other than ``t``'s (``_other_scale``), so a way that keeps the codes and drops the
+    scales is seen. The destination a training job loads into holds valid scales: a zero scale is
+    no tensor a job makes. torchao's Float8TrainingTensor ``copy_`` takes a source of its own scale
+    only ('Every other combination is banned', torchao/float8/float8_ops.py), so its twin keeps
+    ``t``'s scale: a different one would make torchao's answer fp8ref's own setup."""
     if not hasattr(t, "__tensor_flatten__"):
         return _zeros(t)
     names, ctx = t.__tensor_flatten__()
-    inner = {n: getattr(t, n).clone() if "scale" in n else _zeros(getattr(t, n)) for n in names}
+    same = type(t).__name__ == "Float8TrainingTensor"
+    inner = {
+        n: (getattr(t, n).clone() if same else _other_scale(getattr(t, n))) if "scale" in n else _zeros(getattr(t, n))
+        for n in names
+    }
     return type(t).__tensor_unflatten__(inner, ctx, t.shape, t.stride())  # type: ignore[attr-defined]
+
+
+def _other_scale(scale: torch.Tensor) -> torch.Tensor:
+    """``scale`` with every element moved one binade (up, or down at the top of the format): a
+    valid scale of the same dtype that differs from it everywhere. Float8 scales by their codes'
+    exponent field (E8M0: the code itself; E4M3: the code +-8), others by doubling."""
+    if scale.dtype.itemsize != 1:
+        return scale * 2
+    codes = scale.view(torch.uint8).to(torch.int16)
+    step, top = (1, 0xFE) if scale.dtype == torch.float8_e8m0fnu else (8, 0x7E)  # (0xFF, 0x7F: NaN)
+    magnitude = codes & 0x7F if step == 8 else codes
+    moved = torch.where(magnitude + step <= top, codes + step, codes - step)
+    return moved.to(torch.uint8).view(scale.dtype)
 
 
 def _through_safetensors(t: torch.Tensor) -> torch.Tensor:

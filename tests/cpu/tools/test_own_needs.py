@@ -15,7 +15,7 @@ import torch
 from fp8ref.harness.profiles.golden import compare_with_golden, golden_path
 from fp8ref.harness.profiles.profile_file import diff, install_label, load, not_compared, save
 from fp8ref.harness.profiles.stack_identity import label_matches, unusable
-from fp8ref.harness.stack import probing
+from fp8ref.harness.stack import install, probing, refusals
 from fp8ref.harness.stack.refusals import (
     NOT_MEASURED,
     OWN_NEEDS,
@@ -39,8 +39,20 @@ def _missing(name: str) -> ModuleNotFoundError:
     return ModuleNotFoundError(f"No module named '{name}'", name=name)
 
 
+@pytest.fixture
+def absent(monkeypatch):
+    """``absent(*names)``: those of fp8ref's own needs read as not installed here."""
+
+    def mark(*names: str) -> None:
+        monkeypatch.setattr(refusals, "_not_installed", lambda name: name in names)
+
+    return mark
+
+
 @pytest.mark.parametrize("package", OWN_NEEDS)
-def test_a_missing_own_need_is_not_measured_never_refused(package):
+def test_a_missing_own_need_is_not_measured_never_refused(package, absent):
+    absent(package)
+
     def probe():
         raise _missing(package)
 
@@ -50,8 +62,24 @@ def test_a_missing_own_need_is_not_measured_never_refused(package):
     assert not ok and value.startswith(NOT_MEASURED) and package in value and "fp8ref[test]" in value
 
 
-def test_torchs_numpy_words_and_a_chained_import_error_are_an_own_need():
+def test_an_installed_package_that_breaks_is_no_missing_need():
+    # numpy is installed here: a numpy of another ABI, or a name it lacks, is judged as any error
+    assert own_need(RuntimeError("Numpy is not available")) is None
+    assert own_need(_missing("numpy")) is None
+    assert own_need(ImportError("cannot import name 'X' from 'numpy'", name="numpy")) is None
+
+
+def test_torchs_numpy_words_and_a_chained_import_error_are_an_own_need(absent):
+    absent("numpy")
     assert own_need(RuntimeError("Numpy is not available")) == "numpy"
+    # an error raised while handling a missing numpy, not from it, is judged as itself
+    try:
+        try:
+            raise _missing("numpy")
+        except ImportError:
+            raise NotImplementedError("not supported for this dtype") from None
+    except NotImplementedError as exc:
+        assert own_need(exc) is None
     try:
         try:
             raise _missing("numpy.core")
@@ -152,3 +180,30 @@ def test_accepted_differences_are_keyed_on_the_stack_under_test(golden, tmp_path
     assert label_matches(old, now)
     now["versions"]["transformers"] = "5.25.0"
     assert not label_matches(label, now) and compare_with_golden(pinned, now=now)[0] == "differs"
+
+
+def test_a_key_absent_under_a_gate_not_measured_is_not_compared_and_no_other_is_excused(golden):
+    now = copy.deepcopy(golden)
+    why = not_measured("numpy")
+    for key in [k for k in now["behaviour"] if k.startswith("native.")]:
+        del now["behaviour"][key]
+    now["behaviour"]["native"] = why  # (the op catalogue could not be imported: one key for the family)
+    now["behaviour"]["torchao.surface"] = why
+    assert diff(golden, now) == []
+    # a key removed where no key above it says it was not measured is a difference as ever
+    del now["behaviour"]["workload.torchao.qat"]
+    assert [k for k, _, _ in diff(golden, now)] == ["workload.torchao.qat"]
+
+
+def test_a_pinned_package_that_does_not_import_says_so_in_the_versions(tmp_path, monkeypatch):
+    (tmp_path / "gfloat").mkdir()
+    (tmp_path / "gfloat" / "__init__.py").write_text("raise RuntimeError('built for another numpy')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "gfloat", raising=False)
+    install.import_failure.cache_clear()
+    try:
+        got = install.pinned_version("gfloat")
+        assert got is not None and got.endswith("installed, does not import: RuntimeError: built for another numpy")
+        assert got.split(" ")[0] == install.installed_version("gfloat")
+    finally:
+        install.import_failure.cache_clear()
