@@ -103,6 +103,11 @@ def test_the_documented_scaled_mm_limit_still_matches_the_call_it_documents():
     assert str(got).startswith("refused: ")
     plain = _raised(lambda: torch._scaled_mm(a, b, **kwargs))
     assert not is_refusal(plain)
+    # the same call built by the install's own code (torchao's NVFP4 linear calling _scaled_mm): its answer
+    from tests.common.inside_install import inside
+
+    by_torchao = inside("torchao", "def f(a, b, kw):\n    return torch._scaled_mm(a, b, **kw)\n")
+    assert is_refusal(_raised(lambda: by_torchao(a, b, kwargs)))
 
 
 # --- shapes that do not multiply, a view of the wrong size -------------------------------------------
