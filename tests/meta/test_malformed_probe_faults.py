@@ -119,11 +119,12 @@ def test_the_documented_scaled_mm_limit_still_matches_the_call_it_documents():
     plain = _raised(lambda: torch._scaled_mm(a, b, **kwargs))
     if str(plain).startswith("Invalid scaling configuration"):  # (the limit's words; 2.9.1 answers in others)
         assert not is_refusal(plain)
-    # the same call built by the install's own code (torchao's NVFP4 linear calling _scaled_mm): its answer
+    # the same call built by the install's own code (as torchao's NVFP4 linear calls _scaled_mm): its
+    # answer (a stand-in in torch's folder, which every install has)
     from tests.common.inside_install import inside
 
-    by_torchao = inside("torchao", "def f(a, b, kw):\n    return torch._scaled_mm(a, b, **kw)\n")
-    assert is_refusal(_raised(lambda: by_torchao(a, b, kwargs)))
+    by_the_install = inside("torch", "def f(a, b, kw):\n    return torch._scaled_mm(a, b, **kw)\n")
+    assert is_refusal(_raised(lambda: by_the_install(a, b, kwargs)))
 
 
 # --- shapes that do not multiply, a view of the wrong size -------------------------------------------
