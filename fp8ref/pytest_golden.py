@@ -156,6 +156,16 @@ def _team_suite(config: pytest.Config) -> bool:
     return SUITE_GOLDEN not in config.stash
 
 
+def _target_options(config: pytest.Config) -> dict[str, Any]:
+    """The run's targets and how they run: ``with_targets``' and ``of_targets``' keyword arguments."""
+    return {
+        "workloads": _targets(config, "--fp8-workload"),
+        "claims": _targets(config, "--fp8-claims"),
+        "folder": config.invocation_params.dir,
+        "timeout": _timeout(config),
+    }
+
+
 def _targets(config: pytest.Config, option: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(config.getoption(option) or ()))
 
@@ -247,13 +257,7 @@ def with_team_targets(config: pytest.Config, profile: dict) -> dict:
     golden holds its targets there too."""
     from fp8ref.harness.profiles.profile import with_targets
 
-    got, _ = with_targets(
-        profile,
-        workloads=_targets(config, "--fp8-workload"),
-        claims=_targets(config, "--fp8-claims"),
-        folder=config.invocation_params.dir,
-        timeout=_timeout(config),
-    )
+    got, _ = with_targets(profile, **_target_options(config))
     return got
 
 
@@ -293,12 +297,7 @@ class GoldenItem(pytest.Item):
 
         def collect(device: str) -> dict:
             now, failed = of_targets(
-                device,
-                workloads=_targets(config, "--fp8-workload"),
-                claims=_targets(config, "--fp8-claims"),
-                folder=config.invocation_params.dir,
-                timeout=_timeout(config),
-                install=bool(config.getoption("--fp8-golden-install")),
+                device, **_target_options(config), install=bool(config.getoption("--fp8-golden-install"))
             )
             collected["now"] = now
             if update and failed:  # (a golden pinning what a broken run gave would hold it so)
