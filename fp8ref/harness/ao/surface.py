@@ -18,7 +18,7 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from ..stack.refusals import NOT_MEASURED, not_measured, own_need
+from ..stack.refusals import NOT_MEASURED, unmeasured
 
 __all__ = ["ROOTS", "classes", "members", "profile_keys"]
 
@@ -36,10 +36,8 @@ def _import(name: str) -> ModuleType | str:
     try:
         return importlib.import_module(name)
     except Exception as exc:  # noqa: BLE001 - a torchao without the module, or one that fails to import
-        need = own_need(exc)  # (torchao's MX code imports numpy: fp8ref's own need, not torchao's answer)
-        if need is not None:
-            return not_measured(need)
-        return f"missing: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}"
+        # (torchao's MX code imports numpy: fp8ref's own need, not torchao's answer)
+        return unmeasured(exc) or f"missing: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:120]}"
 
 
 def _is_surface(obj: Any) -> bool:

@@ -38,7 +38,7 @@ from torch.utils._pytree import tree_flatten
 from ...reference.codec import decode
 from ...reference.formats import FloatFormat
 from ..stack import probes
-from ..stack.refusals import DEVICE_FAULTS, first_words, not_measured, own_need, raised_by_install, survey
+from ..stack.refusals import DEVICE_FAULTS, first_words, raised_by_install, survey, unmeasured
 from .layouts import LAYOUTS, relaid
 from .native_op_kinds import KINDS, kind_of
 
@@ -68,9 +68,9 @@ def _op_db() -> tuple[Any, ...] | str:
     try:
         from torch.testing._internal.common_methods_invocations import op_db
     except Exception as exc:  # noqa: BLE001 - expecttest missing, or a torch whose test tree moved
-        need = own_need(exc)  # (expecttest, numpy: fp8ref's own needs, never the install's refusal)
-        if need is not None:
-            return not_measured(need)
+        value = unmeasured(exc)  # (expecttest, numpy: fp8ref's own needs, never the install's refusal)
+        if value is not None:
+            return value
         if isinstance(exc, ModuleNotFoundError) and str(exc.name or "").startswith("torch.testing"):
             # (a torch installed without its test tree: the catalogue is not there, nothing refused)
             return f"missing: torch {torch.__version__} is installed without its op catalogue ({exc.name})"

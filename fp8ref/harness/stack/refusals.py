@@ -94,6 +94,7 @@ __all__ = [
     "DOES_NOT_IMPORT",
     "own_need",
     "not_measured",
+    "unmeasured",
 ]
 
 T = TypeVar("T")
@@ -411,6 +412,13 @@ def _not_installed(name: str) -> bool:
         return False
 
 
+def unmeasured(exc: BaseException) -> str | None:
+    """The value of a key whose probe met ``exc``, when ``exc`` says one of fp8ref's own needs is
+    missing here (``own_need``: ``not_measured(package)``); None for any other error."""
+    need = own_need(exc)
+    return None if need is None else not_measured(need)
+
+
 def not_measured(package: str) -> str:
     """The profile value of a key whose probe needs ``package``, one of fp8ref's own needs, which is
     not installed here: what is missing and how to install it."""
@@ -573,9 +581,9 @@ def import_refusal(module: str, names: tuple[str, ...] = ()) -> str | None:
         for name in names:
             getattr(loaded, name)
     except Exception as exc:  # noqa: BLE001 - classified below; the rest re-raised
-        need = own_need(exc)
-        if need is not None:
-            return not_measured(need)
+        value = unmeasured(exc)
+        if value is not None:
+            return value
         if raised_by_install(exc) is None and not isinstance(exc, AttributeError):
             raise
         return f"refused: {describe(exc)}"
@@ -626,9 +634,9 @@ def attempt(fn: Callable[[], T], device: str | None = None) -> tuple[bool, T | s
             torch.cuda.synchronize(device)
         return True, result
     except Exception as exc:  # noqa: BLE001 - classified below; non-refusals re-raised
-        need = own_need(exc)
-        if need is not None:  # (no answer of the install: the caller skips or records it as not measured)
-            return False, not_measured(need)
+        value = unmeasured(exc)
+        if value is not None:  # (no answer of the install: the caller skips or records it as not measured)
+            return False, value
         text = refusal(exc)
         if text is None:
             raise
