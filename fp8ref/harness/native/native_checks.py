@@ -1,10 +1,12 @@
 """Native float8 ops held to the definition, by the kind ``native_op_kinds`` gives each: an op's
-samples (``native_ops.samples``: every code, three ways) run on float8 and compared with the
-same op on the uint8 view (``movement``), or on the definition's values in float64 (``written``:
-cast as ``.to`` casts; ``values`` and ``converts``: rounded once by the definition). The uint8
-and float64 ways run torch's uint8 and float64 kernels, other kernels than the float8 one under
-check, on values fp8ref decoded from the codes; every float8 result is judged by fp8ref's
-definition (``reference.definition.round_by_definition``), never by a torch cast.
+samples (``native_ops.samples``: every code, three ways) run on float8 and held, a movement to
+the input bytes the op's int64 position tags name (``judge.movement``: codes read from storage,
+no one-byte kernel of the install on either side), the others to the op on the definition's
+values in float64 (``written``: cast as ``.to`` casts; ``values`` and ``converts``: rounded once
+by the definition). The float64 way runs torch's float64 kernels, other kernels than the float8
+one under check, on values fp8ref decoded from the codes; every float8 result is read from its
+storage (``judge.stored``) and judged by fp8ref's definition
+(``reference.definition.round_by_definition``), never by a torch cast.
 
 ``check_op`` returns an ``OpCheck``: the problems (each a line naming the op, the format, the
 sample, the first differing codes as hex and what the definition gives), the answers it observed
@@ -23,11 +25,14 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_map
 
 from ...reference.codec import decode
 from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
 from ..casts.deviations import NATIVE_OP_DEVIATIONS
+from ..judge.movement import Moved, judge_movement
+from ..judge.stored import readable, snapshot, stored_codes, values_of
 from ..stack.refusals import first_words, survey
 from .layouts import LAYOUTS, in_buffer, outside, place, refused_in_layouts_alone
 from .native_op_kinds import KIND, SAMPLE_KIND
@@ -60,7 +65,9 @@ def _hex(code: Any) -> str:
 
 
 def _bytes_of(t: torch.Tensor) -> torch.Tensor:
-    return t.contiguous().view(torch.uint8) if t.element_size() == 1 else t
+    """A one-byte tensor's codes read from its storage (``judge.stored``: no kernel of the install
+    runs on them); any other tensor as it is."""
+    return stored_codes(t) if t.element_size() == 1 and readable(t) else t.cpu()
 
 
 def _movement(got: Any, ref: Any, where: str, ref_name: str = "the uint8 view's") -> str | None:
@@ -69,7 +76,9 @@ def _movement(got: Any, ref: Any, where: str, ref_name: str = "the uint8 view's"
         return None if got == ref else f"{where}: {got!r}, {gives} gives {ref!r}"
     if got.shape != ref.shape:
         return f"{where}: shape {tuple(got.shape)}, {ref_name} {tuple(ref.shape)}"
-    a, b = _bytes_of(got.cpu()), _bytes_of(ref.cpu())
+    if (got.element_size() == 1) != (ref.element_size() == 1):
+        return f"{where}: dtype {got.dtype}, {ref_name} {ref.dtype}"
+    a, b = _bytes_of(got), _bytes_of(ref)
     if a.dtype != b.dtype:
         return f"{where}: dtype {got.dtype}, {ref_name} {ref.dtype}"
     if torch.equal(a, b):
@@ -107,8 +116,8 @@ def _numbers(
         return f"{where}: shape {tuple(got.shape)}, the definition's {tuple(wide.shape)}"
     dtype = fmt.torch_dtype()
     if got.dtype == dtype:
-        codes = got.cpu().contiguous().view(torch.uint8)
-        got_v = decode(codes, fmt).double()
+        codes = stored_codes(got)
+        got_v = values_of(codes, fmt)
         if written:
             want = decode(wide.cpu().to(dtype).view(torch.uint8), fmt).double()
             over = torch.zeros_like(got_v, dtype=torch.bool)
@@ -183,16 +192,26 @@ def _converts_mask(sample: Sample, got: torch.Tensor) -> torch.Tensor | None:
 def check_sample(name: str, op: Any, kind: str, fmt: FloatFormat, sample: Sample, label: str, check: OpCheck) -> None:
     """One sample of ``op`` held to its kind's check; problems and observations go to ``check``."""
     where = f"{name} on {fmt.name}, {label}"
+    kind = SAMPLE_KIND.get(name, lambda s, k: k)(sample, kind)
+    # (a movement is judged against its inputs as the op found them: kept as memory first)
+    before = tree_map(_kept(fmt), sample.ways["float8"]) if kind == "movement" else None
     ok, got = survey(functools.partial(sample.call, op.op))
     if not ok:  # (ran with other codes when judged, native_ops.judge, but not with these: a finding)
         check.observed[f"{where}: refused"] = first_words(got, 160)
         return
-    kind = SAMPLE_KIND.get(name, lambda s, k: k)(sample, kind)
     if kind == "unchecked":  # (this sample makes the op a reduction: see native_op_kinds.SAMPLE_KIND)
         check.observed[f"{where}: unchecked"] = "a reduction on this sample"
         return
-    way = "uint8" if kind == "movement" else "float64"
-    ok, ref = survey(functools.partial(sample.call_uint8 if way == "uint8" else sample.call_float64, op.op))
+    if before is not None:
+        inp, args, kwargs = before
+        moved = judge_movement(op.op, (inp, *args), kwargs, got, {fmt.torch_dtype()}, name)
+        if moved.status == "violation":
+            check.problems.append(f"{where}: {_moved_problem(moved)}")
+        elif moved.status == "unchecked":
+            check.problems.append(f"{where}: movement not judged: {moved.reason}")
+        return
+    way = "float64"
+    ok, ref = survey(functools.partial(sample.call_float64, op.op))
     if not ok:  # (the reference way cannot run this op: say so)
         check.problems.append(f"{where}: the {way} way refused it ({type(ref).__name__}: {ref}); no reference")
         return
@@ -202,9 +221,7 @@ def check_sample(name: str, op: Any, kind: str, fmt: FloatFormat, sample: Sample
         return
     for j, (g, r) in enumerate(zip(got_leaves, ref_leaves)):
         at = where if len(got_leaves) == 1 else f"{where}, output {j}"
-        if kind == "movement":
-            problem = _movement(g, r, at)
-        elif not isinstance(g, torch.Tensor):
+        if not isinstance(g, torch.Tensor):
             same = g == r or (isinstance(g, float) and isinstance(r, float) and g != g and r != r)
             problem = None if same else f"{at}: {g!r}, the definition's {r!r}"
         else:
@@ -216,6 +233,22 @@ def check_sample(name: str, op: Any, kind: str, fmt: FloatFormat, sample: Sample
             )
         if problem is not None:
             check.problems.append(problem)
+
+
+def _kept(fmt: FloatFormat) -> Callable[[Any], Any]:
+    """A sample's float8 tensor kept as memory (``judge.stored.snapshot``), anything else as is."""
+    dtype = fmt.torch_dtype()
+    return lambda v: snapshot(v) if isinstance(v, torch.Tensor) and v.dtype == dtype and readable(v) else v
+
+
+def _moved_problem(moved: Moved) -> str:
+    if moved.dtype is None:
+        return moved.problem
+    where = f"output {moved.output}, " if moved.output else ""
+    return (
+        f"{moved.count} of {moved.numel} bytes differ from the input bytes the op's position tags name: "
+        f"{where}first at {list(moved.index)} {_hex(moved.got)} not {_hex(moved.want)}"
+    )
 
 
 def _output_on_codes(op: Any, sample: Sample, j: int) -> torch.Tensor | None:
@@ -420,7 +453,7 @@ def _one_copy(
             return f"element {i} (code {_hex(codes.reshape(-1)[i])}) reads {read!r}, not {want_v!r}"
     else:
         ref_name = "the source's" if way == "float8 -> float8" else "what .to writes"
-        problem = _movement(view.clone(), want, "the destination's elements", ref_name)
+        problem = _movement(view, want, "the destination's elements", ref_name)
         if problem:
             return problem
     touched = outside(view) & (raw != before)

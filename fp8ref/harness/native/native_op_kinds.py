@@ -5,8 +5,8 @@ it and the torch that runs it).
 
 The kinds (``native_checks`` says how each is checked):
 
-- ``movement``: the op moves, copies, views or gathers codes: its output's bytes are the same
-  op's on the uint8 view of its inputs, on every code;
+- ``movement``: the op moves, copies, views or gathers codes: each output byte is the input byte
+  the op's int64 position tags name (``judge.movement``), on every code;
 - ``written``: the op writes values into float8 (a fill, a factory, a constant pad): each element
   is the value the op computes in float64 on the definition's values, cast as ``.to`` casts it,
   any NaN for a NaN;

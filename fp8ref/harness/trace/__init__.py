@@ -1,7 +1,8 @@
 """A tracer that checks: ``trace(fn, *args, **kwargs)`` runs ``fn`` under a dispatch mode that
 records every op reading or writing a float8 dtype, and every scaled GEMM, with the line of the
 user's code that called it, and holds each to the definition by its kind on the spot (data
-movement against the uint8 view, casts against the codec, arithmetic against the exact result
+movement byte for byte against the input bytes the op's position tags name, codes read from
+storage: ``fp8ref.harness.judge``; casts against the codec, arithmetic against the exact result
 rounded once, ``_scaled_mm`` within its derived bound). ``python -m fp8ref trace
 pkg.module:function`` runs it from the command line.
 

@@ -1,8 +1,8 @@
 """One traced call of an op that reads or writes a float8 dtype, held to the definition by its
 kind, on the spot (``check_call``):
 
-- ``movement`` (view, cat, copy_ within a dtype, transpose, clone, index, ...): the output's bytes
-  are the same op's on the uint8 views of the float8 inputs, bit for bit;
+- ``movement`` (view, cat, copy_ within a dtype, transpose, clone, index, ...): each output byte
+  is the input byte the op's position tags name (``judge.movement``), bit for bit;
 - ``cast`` (``_to_copy`` and ``copy_`` into float8 from another dtype): each code is the codec's
   (``reference.codec.encode``, round to nearest even) for the input's exact value; a float64 or
   integer source is rounded once by the definition, or through float32 (which one, observed);
@@ -19,6 +19,8 @@ Out of range, a float8 answer may saturate or not (implementation-defined: the b
 pins which): either is accepted there and only there, and which one came is recorded. Which kind
 an op is comes from ``native.native_op_kinds`` (the table the native op suite holds every op to),
 the comparisons and the known deviations from ``native.native_checks`` and ``casts.deviations``.
+Every float8 tensor's codes are read from its storage (``judge.stored``), never through the
+install's copy kernels.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat, select
 from ..casts.deviations import for_format
 from ..gemm.gemm_probes import accumulator_bits, reference_bound
+from ..judge.movement import judge_movement
+from ..judge.stored import stored_codes, values_of
 from ..native.native_checks import OpCheck, _known_deviation_elements, _same_numbers
 from ..native.native_op_kinds import SAMPLE_KIND, UNCHECKED, kind_of
 from ..stack.refusals import first_words, survey
@@ -63,7 +67,7 @@ _ATEN_MOVEMENT = frozenset(
 )
 
 _WHAT = {
-    "movement": "the same op on the uint8 view",
+    "movement": "the input bytes its position tags name",
     "cast": "the codec's encoding of the input (round to nearest even)",
     "values": "the exact result rounded once",
     "converts": "the exact result converted",
@@ -114,12 +118,13 @@ def _code_text(code: int, fmt: FloatFormat) -> str:
 
 
 def _codes(t: torch.Tensor) -> torch.Tensor:
-    """A float8 tensor's codes in logical order, on the CPU."""
-    return t.view(torch.uint8).cpu().contiguous()
+    """A float8 tensor's codes in logical order (int64, on the CPU), read from its storage by
+    index arithmetic (``judge.stored``): no kernel of the install runs on the codes it judges."""
+    return stored_codes(t)
 
 
 def _decoded(t: torch.Tensor) -> torch.Tensor:
-    return decode(_codes(t), FLOAT8[t.dtype]).double()
+    return values_of(_codes(t), FLOAT8[t.dtype])
 
 
 # --- the kind of a call -------------------------------------------------------------------------------
@@ -227,7 +232,7 @@ def _judge_float8(
     """``got`` (float8) against the readings; the first rejected element goes to ``verdict``.
     ``codes_in``: the float8 inputs' codes, for the op's named deviations."""
     codes = _codes(got)
-    got_v = decode(codes, fmt).double()
+    got_v = values_of(codes, fmt)
     if got_v.shape != readings[0].want.shape:
         verdict.status = "violation"
         verdict.problem = f"output {j}: shape {tuple(got.shape)}, want {tuple(readings[0].want.shape)}"
@@ -327,12 +332,6 @@ def _leaves(value: Any) -> list[Any]:
 
 
 # --- the kinds ----------------------------------------------------------------------------------------
-def _as_uint8(v: Any) -> Any:
-    if is_float8(v):
-        return v.view(torch.uint8)
-    return torch.uint8 if isinstance(v, torch.dtype) and v in FLOAT8 else v
-
-
 def _as_float64(v: Any) -> Any:
     """The float64 way's argument, on the CPU: a float8 tensor's decoded values, a float8 dtype
     float64, a device the CPU."""
@@ -345,42 +344,20 @@ def _as_float64(v: Any) -> Any:
     return torch.device("cpu") if isinstance(v, torch.device) else v
 
 
-def _movement(func: Any, args: tuple, kwargs: dict, out: Any, verdict: Verdict) -> None:
-    if any(isinstance(v, float) for v in _leaves((args, kwargs))):
-        verdict.status, verdict.reason = "unchecked", "a Python float among its arguments: no uint8 view holds it"
-        return
-    ok, ref = survey(lambda: func(*tree_map(_as_uint8, args), **tree_map(_as_uint8, kwargs)))
-    if not ok:
-        verdict.status, verdict.reason = "unchecked", f"the uint8 view refused it ({first_words(ref, 120)})"
-        return
-    got_leaves, ref_leaves = _leaves(out), _leaves(ref)
-    if len(got_leaves) != len(ref_leaves):
-        verdict.status, verdict.problem = "violation", f"{len(got_leaves)} outputs, the uint8 view's {len(ref_leaves)}"
-        return
-    for j, (g, r) in enumerate(zip(got_leaves, ref_leaves)):
-        if not is_float8(g):
-            _judge_other(g, r, j, verdict)
-        elif not isinstance(r, torch.Tensor) or r.dtype != torch.uint8 or r.shape != g.shape:
-            what = f"{r.dtype}{list(r.shape)}" if isinstance(r, torch.Tensor) else repr(r)
-            verdict.status = "violation"
-            verdict.problem = f"output {j}: {g.dtype}{list(g.shape)}, the uint8 view gives {what}"
-        else:
-            a, b = _codes(g), r.cpu().contiguous()
-            bad = (a != b).reshape(-1)
-            if bool(bad.any()):
-                fmt, first = FLOAT8[g.dtype], int(bad.nonzero()[0])
-                verdict.status = "violation"
-                verdict.problem = f"output {j} ({fmt.name}) differs from {_WHAT['movement']}"
-                verdict.difference = Difference(
-                    j,
-                    _unravel(first, tuple(g.shape)),
-                    _code_text(int(a.reshape(-1)[first]), fmt),
-                    _code_text(int(b.reshape(-1)[first]), fmt),
-                    int(bad.sum()),
-                    g.numel(),
-                )
-        if verdict.status != "ok":
-            return
+def _movement(func: Any, args: tuple, kwargs: dict, out: Any, verdict: Verdict, name: str) -> None:
+    moved = judge_movement(func, args, kwargs, out, FLOAT8, name)
+    verdict.status, verdict.reason, verdict.problem = moved.status, moved.reason, moved.problem
+    if moved.status == "violation" and moved.dtype is not None:
+        fmt = FLOAT8[moved.dtype]
+        verdict.problem = f"output {moved.output} ({fmt.name}) differs from {_WHAT['movement']}"
+        verdict.difference = Difference(
+            moved.output,
+            moved.index,
+            _code_text(moved.got, fmt),
+            _code_text(moved.want, fmt),
+            moved.count,
+            moved.numel,
+        )
 
 
 def _cast_source(func: Any, args: tuple, kwargs: dict, shape: torch.Size) -> torch.Tensor:
@@ -543,7 +520,7 @@ def check_call(func: Any, args: tuple, kwargs: dict, out: Any) -> Verdict:
         return verdict
     check = OpCheck(name, "", kind)
     if kind == "movement":
-        _movement(func, args, kwargs, out, verdict)
+        _movement(func, args, kwargs, out, verdict, name)
     elif kind == "cast":
         _cast(func, args, kwargs, out, verdict, check)
     elif kind == "scaled_mm":

@@ -29,8 +29,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..judge.stored import logical_bytes, readable, snapshot
 from ..native.native_op_kinds import UNCHECKED
-from ..stack.probing import tensor_bytes
 from .call_site import call_site
 from .op_checks import SCALED_GEMMS, check_call, touches_float8
 from .records import Record, TensorInfo, Trace
@@ -64,10 +64,9 @@ def _without_values(tree: Any) -> bool:
 
 def _info(t: torch.Tensor, digest: bool) -> TensorInfo:
     sha = ""
-    if digest and t.layout == torch.strided and t.device.type != "meta":
-        # (its own storage, exactly its bytes in logical order; any dtype viewed as bytes)
-        codes = t.detach().contiguous().cpu().reshape(-1).clone().view(torch.uint8)
-        sha = hashlib.sha256(tensor_bytes(codes)).hexdigest()[:_HASH_DIGITS]
+    if digest and readable(t):
+        # (its bytes in logical order, read from its storage: judge.stored)
+        sha = hashlib.sha256(logical_bytes(t)).hexdigest()[:_HASH_DIGITS]
     return TensorInfo(str(t.dtype).removeprefix("torch."), tuple(t.shape), tuple(t.stride()), str(t.device), sha)
 
 
@@ -89,14 +88,15 @@ def _input_infos(func: Any, args: tuple, kwargs: dict) -> tuple[TensorInfo, ...]
 
 
 def _before(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-    """The arguments as the op finds them: a copy of each tensor it writes to (its schema says
-    which), taken before it runs."""
+    """The arguments as the op finds them: a snapshot of each tensor it writes to (its schema says
+    which), taken before it runs, as memory (``judge.stored.snapshot``: ``clone`` is a kernel
+    under check)."""
     written = _written(func)
     if not written:
         return args, kwargs
 
     def copy(v: Any) -> Any:
-        return tree_map(lambda t: t.clone() if isinstance(t, torch.Tensor) else t, v)
+        return tree_map(lambda t: (snapshot(t) if readable(t) else t.clone()) if isinstance(t, torch.Tensor) else t, v)
 
     names = [a.name for a in func._schema.arguments]
     args = tuple(copy(v) if i < len(names) and names[i] in written else v for i, v in enumerate(args))

@@ -1,0 +1,163 @@
+"""A tensor's bytes as its storage holds them, read by index arithmetic, never through the
+install's copy kernels (``contiguous``, ``clone``, ``view(uint8)`` then an index): an element at
+index ``(i0, i1, ...)`` of a tensor with strides ``s`` and storage offset ``o`` is the
+``o + sum(ik * sk)``-th element of its storage (torch's strided layout, ``torch.Tensor.stride``).
+The bytes are copied out of the storage as memory (``ctypes.string_at`` on the CPU; a device's
+storage is copied to the host as one contiguous block first), then gathered by those positions
+with int64 arithmetic: no kernel that writes a one-byte dtype runs on them.
+
+``snapshot`` keeps a tensor as an op finds it (its bytes and its layout) the same way, for the
+arguments an op writes to."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import weakref
+
+import torch
+
+from ...reference.codec import decode_table
+from ...reference.formats import FloatFormat
+
+__all__ = ["positions", "stored_codes", "codes_at", "logical_bytes", "snapshot", "partial", "values_of", "readable"]
+
+
+def readable(t: torch.Tensor) -> bool:
+    """Whether ``t`` holds bytes to read: a plain strided tensor on a real device (not meta, not a
+    fake or functional tensor, not a subclass wrapping others)."""
+    return (
+        type(t) in (torch.Tensor, torch.nn.Parameter)
+        and t.layout == torch.strided
+        and t.device.type != "meta"
+        and not t.is_quantized
+        and (t.untyped_storage().data_ptr() != 0 or t.untyped_storage().nbytes() == 0)
+    )
+
+
+def positions(size: tuple[int, ...], stride: tuple[int, ...], offset: int) -> torch.Tensor:
+    """The storage position (in elements) of every element of a strided view, in its logical
+    order: an int64 tensor of shape ``size``."""
+    pos = torch.full((), offset, dtype=torch.int64)
+    for d, (n, s) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        # (arange's own step, not a multiplication: a program under trace may replace aten's mul)
+        steps = torch.arange(0, n * s, s, dtype=torch.int64) if s and n else torch.zeros(n, dtype=torch.int64)
+        pos = pos + steps.reshape(shape)
+    return pos.expand(tuple(size)) if size else pos
+
+
+def _raw(t: torch.Tensor, first: int, count: int) -> bytes:
+    """``count`` bytes of ``t``'s storage from byte ``first``, copied as memory."""
+    if count <= 0:
+        return b""
+    storage = t.untyped_storage()
+    if not readable(t):  # (a fake tensor's storage is no memory: reading it would crash the process)
+        raise ValueError(f"t: a {type(t).__name__} on {t.device} holds no bytes to read")
+    if first < 0 or first + count > storage.nbytes():
+        raise IndexError(f"bytes {first}..{first + count} of a storage of {storage.nbytes()}")
+    if t.device.type != "cpu":  # (one contiguous block to the host: a memory copy, no element kernel)
+        block = torch.empty(0, dtype=torch.uint8, device=t.device).set_(storage, first, (count,), (1,))
+        host = block.cpu()
+        return ctypes.string_at(host.untyped_storage().data_ptr(), count)
+    return ctypes.string_at(storage.data_ptr() + first, count)
+
+
+@functools.cache
+def _numpy() -> object | None:
+    """numpy, where it is installed and torch can hand it memory (fp8ref's own need: optional)."""
+    try:
+        import numpy
+
+        torch.from_numpy(numpy.zeros(1, dtype=numpy.int64))
+    except (ImportError, RuntimeError):
+        return None
+    return numpy
+
+
+def _as_int64(raw: bytes) -> torch.Tensor:
+    np = _numpy()
+    if np is not None:
+        return torch.from_numpy(np.frombuffer(raw, dtype=np.uint8).astype(np.int64))  # type: ignore[attr-defined]
+    return torch.tensor(list(raw), dtype=torch.int64)
+
+
+def _to_bytes(values: torch.Tensor) -> bytes:
+    np = _numpy()
+    if np is not None:
+        return values.numpy().astype(np.uint8).tobytes()  # type: ignore[attr-defined]
+    return bytes(values.tolist())
+
+
+def codes_at(t: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+    """The bytes of one-byte ``t``'s storage at positions ``pos`` (int64, any shape), as int64."""
+    if t.element_size() != 1:
+        raise ValueError(f"t: a one-byte dtype holds codes, got {t.dtype}")
+    if pos.numel() == 0:
+        return torch.zeros(pos.shape, dtype=torch.int64)
+    lo, hi = int(pos.min()), int(pos.max())
+    return _as_int64(_raw(t, lo, hi - lo + 1))[pos - lo]
+
+
+def stored_codes(t: torch.Tensor) -> torch.Tensor:
+    """A one-byte tensor's codes in its logical order, as int64 on the CPU, read from its storage."""
+    return codes_at(t, positions(tuple(t.shape), tuple(t.stride()), int(t.storage_offset())))
+
+
+def values_of(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+    """The definition's value of each code (int64 or uint8), float64: its decode table, indexed."""
+    return decode_table(fmt).double()[codes.long()]
+
+
+def _span(t: torch.Tensor) -> tuple[torch.Tensor, int, int]:
+    pos = positions(tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
+    return pos, int(pos.min()), int(pos.max())
+
+
+def logical_bytes(t: torch.Tensor) -> bytes:
+    """Every element's bytes in the tensor's logical order (any dtype): what
+    ``t.contiguous().view(torch.uint8)`` holds, read from storage."""
+    if t.numel() == 0:
+        return b""
+    size = t.element_size()
+    pos, lo, hi = _span(t)
+    raw = _raw(t, lo * size, (hi - lo + 1) * size)
+    flat = pos.reshape(-1)
+    if hi - lo + 1 == flat.numel() and bool((flat == torch.arange(lo, hi + 1)).all()):
+        return raw  # (laid out in order already)
+    index = ((flat - lo) * size).reshape(-1, 1) + torch.arange(size, dtype=torch.int64)
+    return _to_bytes(_as_int64(raw)[index.reshape(-1)])
+
+
+# storages up to this many bytes are kept whole (a view's storage offset and every byte an
+# ``as_strided`` of it may reach stay as they were); a larger one keeps the bytes its view reaches
+WHOLE_STORAGE_BYTES = 1 << 22
+_PARTIAL: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()
+
+
+def snapshot(t: torch.Tensor) -> torch.Tensor:
+    """``t`` as it is now, in a buffer of its own: its dtype, device, shape and strides and the
+    bytes of its storage (``partial`` says when only those its view reaches were kept), copied as
+    memory, never by ``clone``, whose kernel is under check."""
+    if t.numel() == 0:
+        return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device)
+    size, nbytes = t.element_size(), t.untyped_storage().nbytes()
+    if nbytes <= WHOLE_STORAGE_BYTES:
+        lo, hi = 0, nbytes // size - 1
+    else:
+        _, lo, hi = _span(t)
+    buffer = torch.frombuffer(bytearray(_raw(t, lo * size, (hi - lo + 1) * size)), dtype=torch.uint8)
+    held = buffer.view(t.dtype)
+    if t.device.type != "cpu":
+        held = held.to(t.device)  # (one contiguous block: a memory copy)
+    kept = held.as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset() - lo)
+    if lo or hi + 1 < nbytes // size:
+        _PARTIAL.add(kept)
+    return kept
+
+
+def partial(t: torch.Tensor) -> bool:
+    """Whether ``t`` is a snapshot that kept only the bytes its view reaches (its storage offset
+    is not the original's)."""
+    return t in _PARTIAL
