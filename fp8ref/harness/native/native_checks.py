@@ -2,7 +2,7 @@
 samples (``native_ops.samples``: every code, three ways) run on float8 and held, a movement to
 the input bytes the op's int64 position tags name (``judge.movement``: codes read from storage,
 no one-byte kernel of the install on either side), the others to the op on the definition's
-values in float64 (``written``: cast as ``.to`` casts; ``values`` and ``converts``: rounded once
+values in float64 (``written``: cast by the definition, ``judge.casts``; ``values`` and ``converts``: rounded once
 by the definition). The float64 way runs torch's float64 kernels, other kernels than the float8
 one under check, on values fp8ref decoded from the codes; every float8 result is read from its
 storage (``judge.stored``) and judged by fp8ref's definition
@@ -31,6 +31,7 @@ from ...reference.codec import decode
 from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
 from ..casts.deviations import NATIVE_OP_DEVIATIONS
+from ..judge.casts import agrees, cast_readings, excused_cast_deviations
 from ..judge.movement import Moved, judge_movement
 from ..judge.stored import readable, snapshot, stored_codes, values_of
 from ..stack.refusals import first_words, survey
@@ -118,9 +119,12 @@ def _numbers(
     if got.dtype == dtype:
         codes = stored_codes(got)
         got_v = values_of(codes, fmt)
-        if written:
-            want = decode(wide.cpu().to(dtype).view(torch.uint8), fmt).double()
-            over = torch.zeros_like(got_v, dtype=torch.bool)
+        if written:  # (as a cast by the definition writes it: rounded once or through float32, saturated or not)
+            x = wide.cpu().double()
+            readings = cast_readings(x, fmt)
+            want, over = readings[0].want, agrees(got_v, readings)
+            if not bool(over.all()):  # (a named deviation of torch's cast: its inputs, its answer)
+                over |= excused_cast_deviations(x, fmt, codes, over, check.known_deviations)
         else:
             w = wide.cpu().double()
             want = round_by_definition(w, fmt)

@@ -8,7 +8,8 @@ The kinds (``native_checks`` says how each is checked):
 - ``movement``: the op moves, copies, views or gathers codes: each output byte is the input byte
   the op's int64 position tags name (``judge.movement``), on every code;
 - ``written``: the op writes values into float8 (a fill, a factory, a constant pad): each element
-  is the value the op computes in float64 on the definition's values, cast as ``.to`` casts it,
+  is the value the op computes in float64 on the definition's values, cast by the definition
+  (``judge.casts``: rounded once or through float32, saturated or not out of range),
   any NaN for a NaN;
 - ``values``: arithmetic, comparisons and conversions: the op on the definition's values (float64)
   gives the exact result, rounded once into the output's dtype by the codec (round to nearest

@@ -36,10 +36,10 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ...reference.codec import decode, encode
-from ...reference.definition import overflows, round_by_definition
+from ...reference.definition import round_by_definition
 from ...reference.formats import FloatFormat, select
-from ..casts.deviations import for_format
 from ..gemm.gemm_probes import accumulator_bits, reference_bound
+from ..judge.casts import Reading, cast_readings, excused_cast_deviations, rounded
 from ..judge.movement import judge_movement
 from ..judge.stored import stored_codes, values_of
 from ..native.native_checks import OpCheck, _known_deviation_elements, _same_numbers
@@ -187,41 +187,9 @@ def classify(func: Any, args: tuple, kwargs: dict, out: Any) -> tuple[str, str]:
 
 
 # --- judging a float8 output --------------------------------------------------------------------------
-@dataclasses.dataclass
-class _Reading:
-    """One acceptable way to arrive at a float8 answer: the values rounded without saturation
-    (``want``) and, for the elements out of range, saturated (``saturated``)."""
-
-    name: str
-    want: torch.Tensor
-    saturated: torch.Tensor
-    out_of_range: torch.Tensor
-
-
-def _rounded(x: torch.Tensor, fmt: FloatFormat, name: str) -> _Reading:
-    """``x`` rounded to nearest even into ``fmt``: by the codec for a float32, bfloat16 or
-    float16 ``x``, by the definition (which the codec is proved against) for float64."""
-    if x.dtype in (torch.float32, torch.bfloat16, torch.float16):
-        want = decode(encode(x, fmt), fmt).double()
-        saturated = decode(encode(x, fmt, saturate=True), fmt).double()
-    else:
-        want, saturated = round_by_definition(x, fmt), round_by_definition(x, fmt, saturate=True)
-    xd = x.double()
-    return _Reading(name, want, saturated, overflows(xd, fmt) | torch.isinf(xd))
-
-
-def _cast_readings(x: torch.Tensor, fmt: FloatFormat) -> list[_Reading]:
-    """How a value of ``x``'s dtype may be cast into ``fmt``: rounded once; for a float64 or
-    integer source also through float32 (which of the two a cast takes is the install's)."""
-    if x.dtype in (torch.float32, torch.bfloat16, torch.float16):
-        return [_rounded(x, fmt, "rounded once")]
-    xd = x.double()
-    return [_rounded(xd, fmt, "rounded once"), _rounded(xd.float(), fmt, "through float32")]
-
-
 def _judge_float8(
     got: torch.Tensor,
-    readings: list[_Reading],
+    readings: list[Reading],
     fmt: FloatFormat,
     j: int,
     verdict: Verdict,
@@ -240,8 +208,8 @@ def _judge_float8(
     plain = [_same_numbers(got_v, r.want, None) for r in readings]
     sat = [r.out_of_range & _same_numbers(got_v, r.saturated, None) for r in readings]
     ok = torch.zeros_like(plain[0])
-    for p, s in zip(plain, sat):
-        ok |= p | s
+    for p, s, r in zip(plain, sat, readings):
+        ok |= p | s | r.undefined
     oor = readings[0].out_of_range
     for r in readings[1:]:
         oor = oor | r.out_of_range
@@ -376,18 +344,7 @@ def _cast_deviations(
 ) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The elements a named deviation of torch's cast (``casts.deviations``) excuses: its inputs,
     its answer."""
-
-    def known_deviation(codes: torch.Tensor, ok: torch.Tensor) -> torch.Tensor:
-        excused = torch.zeros_like(ok)
-        for d in for_format(fmt):
-            if "torch" in d.impls:
-                hit = ~ok & d.inputs(x) & (codes == d.answer(x))
-                if bool(hit.any()):
-                    check.known_deviations[d.key] = check.known_deviations.get(d.key, 0) + int(hit.sum())
-                    excused |= hit
-        return excused
-
-    return known_deviation
+    return functools.partial(excused_cast_deviations, x, fmt, counts=check.known_deviations)
 
 
 def _wide_way(func: Any, args: tuple, kwargs: dict, verdict: Verdict) -> tuple[bool, Any]:
@@ -429,9 +386,9 @@ def _values(func: Any, args: tuple, kwargs: dict, out: Any, verdict: Verdict, ch
             fmt = FLOAT8[g.dtype]
             w = torch.as_tensor(w).cpu().double()
             if verdict.kind == "written":
-                readings = _cast_readings(w, fmt)
+                readings = cast_readings(w, fmt)
             else:
-                readings = [_rounded(w, fmt, "rounded once")]
+                readings = [rounded(w, fmt, "rounded once")]
             _judge_float8(g, readings, fmt, j, verdict, check, codes_in)
         else:
             known_deviation = None
@@ -449,7 +406,7 @@ def _cast(func: Any, args: tuple, kwargs: dict, out: Any, verdict: Verdict, chec
     fmt = FLOAT8[got.dtype]
     x = _cast_source(func, args, kwargs, got.shape)
     _judge_float8(
-        got, _cast_readings(x, fmt), fmt, 0, verdict, check, [], known_deviation=_cast_deviations(x, fmt, check)
+        got, cast_readings(x, fmt), fmt, 0, verdict, check, [], known_deviation=_cast_deviations(x, fmt, check)
     )
     if verdict.difference is not None:  # (the input it was cast from, exactly)
         value = x[verdict.difference.index].item() if x.dim() else x.item()
