@@ -56,8 +56,6 @@ __all__ = [
     "promotion_interval",
     "interval_products",
     "accumulation_bound",
-    "device_accumulator",
-    "gemm_accumulation",
     "kineto_quiet",
     "kernel_names",
     "kernels_of",
@@ -238,21 +236,6 @@ def accumulation_bound(k: int, within_bits: int, interval: int | None) -> float:
         raise ValueError(f"within_bits: expected an int in [0, 52], got {within_bits!r}")
     n = k if interval is None else min(max(1, interval), k)
     return (n - 1) * 2.0 ** -(within_bits + 1) + (math.ceil(k / n) + 3) * 2.0**-24
-
-
-def device_accumulator(device: str) -> tuple[int, int | None]:
-    """The narrowest accumulator width this device's FP8 GEMM shows within a K block (fast
-    accumulation or not) and its promotion interval with fast accumulation (the worst case)."""
-    within = min(accumulator_bits(device, fast, "within") for fast in (False, True))
-    return within, interval_products(promotion_interval(device, True))
-
-
-def gemm_accumulation(k: int, device: str) -> float:
-    """The relative accumulation bound of a GEMM over ``k`` products on ``device``: float32's
-    (k + 1) 2^-24 on the CPU; on a GPU at least ``accumulation_bound`` of the narrowest width its
-    FP8 _scaled_mm shows (``device_accumulator``)."""
-    acc = (k + 1) * 2.0**-24
-    return acc if device == "cpu" else max(acc, accumulation_bound(k, *device_accumulator(device)))
 
 
 # Kineto, torch.profiler's backend, writes its start and stop (USDT lines) and, on a CUDA build

@@ -37,7 +37,8 @@ from ...reference.codec import decode, encode
 from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat, select
 from ..casts.deviations import for_format
-from ..gemm.gemm_probes import accumulator_bits, reference_bound
+from ..gemm.documented_accumulator import within_bits
+from ..gemm.gemm_probes import reference_bound
 from ..native.native_checks import OpCheck, _known_deviation_elements, _same_numbers
 from ..native.native_op_kinds import SAMPLE_KIND, UNCHECKED, kind_of
 from ..stack.refusals import first_words, survey
@@ -497,11 +498,9 @@ def _scaled_mm(func: Any, args: tuple, kwargs: dict, out: Any, verdict: Verdict)
             "float32 scales (blockwise and MX: tests/gpu/test_scaled_mm_quality.py)"
         )
         return
-    device = str(out.device)
-    fast = bool(named.get("use_fast_accum", False))
-    # the accumulator's mantissa bits: float32's on the CPU (operands scaled to float32, a float32
-    # GEMM), the narrowest this GPU shows within a K block elsewhere (gemm_probes)
-    bits = 23 if out.device.type == "cpu" else accumulator_bits(device, fast, "within")
+    # the accumulator's mantissa bits: float32's on the CPU, on a GPU the least documented width
+    # within a K block, promoted or not (documented_accumulator: never a probe of this device)
+    bits = within_bits(str(out.device))
     bias = named.get("bias")
     ref, bound = reference_bound(
         _decoded(a).float(),
