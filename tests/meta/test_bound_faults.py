@@ -193,9 +193,12 @@ def fp8linear_caught(span: tuple[float, float]) -> bool:
 
 
 def mx_linear_caught(span: tuple[float, float]) -> bool:
-    """The MX linear check's bound (``mx_kernels._bounded``: the product of the MX-cast operands)."""
+    """The MX linear check's bound (``mx_kernels._bounded``: the product of the MX-cast operands).
+    Output [0, 0] is a sum that cancels to 0 exactly, so its bound is the accumulation term alone
+    (no bfloat16 rounding of |exact| to hide a loosened one in): the fault lands there."""
     gen = torch.Generator().manual_seed(5)
     a, b = torch.randn(24, 128, generator=gen).double(), torch.randn(64, 128, generator=gen).double()
+    a[0], b[0] = torch.tensor([1.0, -1.0]).repeat(64), 1.0
     exact, mag = a @ b.t(), a.abs() @ b.abs().t()
     got = _nudged(exact, _float32_gemm(mag, exact, a.shape[1]), torch.bfloat16, span)
     return mx_kernels._bounded(got, a, b, "cpu", "MX linear stand-in") is not None
