@@ -32,6 +32,15 @@ def _workload(module: str = __name__, expects: int = 2) -> Workload:
     )
 
 
+def workload_check_faults_caught() -> dict[str, bool]:
+    """Each stand-in's check a problem (for tests/meta/test_catch_rate.py)."""
+    got = trace(_two_casts)
+    return {
+        "call sites outside the module it names": check(_workload(module=tiny.__name__), got) is not None,
+        "fewer checked calls than it expects": check(_workload(expects=3), got) is not None,
+    }
+
+
 def test_a_truthful_stand_in_workload_passes():
     got = trace(_two_casts)
     assert not got.violations, [v.report() for v in got.violations]
