@@ -153,14 +153,14 @@ class _Grouped(torch.autograd.Function):
     """A grouped GEMM exact forward and backward (fp8ref's reference), its output nudged."""
 
     @staticmethod
-    def forward(ctx, a, b, offs, span):  # type: ignore[override]
+    def forward(ctx, a, b, offs, span):
         ctx.save_for_backward(a, b, offs)
         exact = ref_grouped.grouped_mm(a, b, offs)
         mag = ref_grouped.grouped_mm(a.abs(), b.abs(), offs)
         return _nudged(exact, _float32_gemm(mag, exact, a.shape[1]), torch.bfloat16, span)
 
     @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
+    def backward(ctx, grad):
         a, b, offs = ctx.saved_tensors
         da, db = ref_grouped.grouped_mm_backward(a, b, offs, grad)
         return da.to(a.dtype), db.to(b.dtype), None, None
@@ -236,3 +236,10 @@ def test_a_gpus_bounds_never_ask_the_device_under_test(monkeypatch):
     assert quality.accumulation(fast, "cuda", False) == 1023 * narrow + (4 + 3) * U32
     with pytest.raises(AssertionError, match="asked the device"):  # (the stand-in probe is reached)
         gemm_probes.accumulator_bits("cpu", False, "within")
+
+
+def test_the_documented_accumulator_names_a_bad_argument():
+    with pytest.raises(ValueError, match=r"k: expected a positive int, got 0"):
+        documented_accumulator.gemm_accumulation(0, "cuda")
+    with pytest.raises((TypeError, ValueError), match="fast_accum"):
+        documented_accumulator.gpu_accumulator("yes")

@@ -93,7 +93,9 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     if probes.scaled_mm_refusal("tensorwise") is None:
         results["GEMM bounds: the tracer's _scaled_mm, an error 1.2-1.8 x its bound"] = tracer_caught(BOUND_FAULT)
     results["GEMM bounds: scaled_mm_quality, an error 1.2-1.8 x its bound"] = quality_caught(BOUND_FAULT)
-    results |= {f"GEMM bounds: {f}, an error 1.2-1.8 x its bound": caught(BOUND_FAULT) for f, caught in GEMM_BOUNDS.items()}
+    results |= {
+        f"GEMM bounds: {f}, an error 1.2-1.8 x its bound": caught(BOUND_FAULT) for f, caught in GEMM_BOUNDS.items()
+    }
     if WORKLOADS["static_custom_op"].refusal("cpu") is None:
         results["a workload: re-quantizing copy_ into float8 keeps stale codes"] = workload_fault_caught()
     results["a compiled region: a miscompiled cast one code toward zero"] = compiled_fault_caught()

@@ -22,8 +22,9 @@ promise cuBLAS makes); the bounds below come from what is documented:
   cublasLtMatmulDescAttributes_t; quoted in NVIDIA/cutlass issue 1329): the whole K summed at the
   narrow width (``interval`` None).
 - ``use_fast_accum=False``: the partial sums are periodically promoted (what the same entry says
-  fast accumulation gives up), at an interval cuBLAS does not state (DeepSeek-V3's kernels: every 128 products; CUTLASS's
-  ``GmmaFP8Accumulation``, example 54: every ``mma_promotion_interval`` = 4 instructions).
+  fast accumulation gives up), at an interval cuBLAS does not state (DeepSeek-V3's kernels: every
+  128 products; CUTLASS's ``GmmaFP8Accumulation``, example 54: every ``mma_promotion_interval`` =
+  4 instructions).
   ``check_promotion`` holds every device to promoting within ``gemm_probes.PROMOTION_K`` (1024)
   products, so that is the interval a bound assumes (``EXACT_INTERVAL``): a device that promotes
   less often fails that check, and a bound for it is no looser than for one that passes.
@@ -88,4 +89,3 @@ def gemm_accumulation(k: int, device: str) -> float:
         raise ValueError(f"k: expected a positive int, got {k!r}")
     acc = (k + 1) * 2.0**-24
     return acc if _on_cpu(device) else max(acc, accumulation_bound(k, *gpu_accumulator(None)))
-

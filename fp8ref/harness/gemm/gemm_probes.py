@@ -9,7 +9,8 @@
   accumulation Hopper never promotes. ``PROMOTION_K`` (1024) is far beyond any promotion interval
   reported (DeepSeek-V3: 128 on Hopper), so a GEMM that promotes every 256 or 512 is no false alarm.
   A check such as DeepGEMM's ``calc_diff < 1e-3`` cannot tell 14 bits from 23, so the profile pins
-  the numbers and only the promised one is asserted.
+  the numbers and only the promised one is asserted. No bound takes its accumulator from these
+  answers (they are the device under test's): ``documented_accumulator`` gives the bounds theirs.
 - ``promotion_interval``: how far apart two products must lie to be summed in float32, measured by
   sweeping the distance (``PROMOTION_SWEEP``), pinned rather than assumed.
 - ``kernels_of`` (``kernel_names``): which kernels a call ran (torch.profiler: the CUDA kernels'
