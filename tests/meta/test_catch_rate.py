@@ -12,6 +12,8 @@ from tests.meta.test_autocast_faults import FAULTS as AUTOCAST_FAULTS
 from tests.meta.test_autocast_faults import autocast_fault_caught
 from tests.meta.test_block_fp8_faults import FAULTS as BLOCK_FP8_FAULTS
 from tests.meta.test_block_fp8_faults import block_fp8_fault_caught
+from tests.meta.test_bound_faults import FAULT as BOUND_FAULT
+from tests.meta.test_bound_faults import GEMM_BOUNDS, quality_caught, tracer_caught
 from tests.meta.test_cast_faults import CAST_FAULTS, cast_fault_caught
 from tests.meta.test_checkpoint_faults import FAULTS as CHECKPOINT_FAULTS
 from tests.meta.test_checkpoint_faults import checkpoint_fault_caught
@@ -51,8 +53,10 @@ from tests.meta.test_torchao_surface_faults import surface_fault_caught
 from tests.meta.test_trace_faults import FAULTS as TRACE_FAULTS
 from tests.meta.test_trace_faults import fault_refusal as trace_fault_refusal
 from tests.meta.test_trace_faults import trace_fault_caught
+from tests.meta.test_trace_write_faults import write_fault_caught
 from tests.meta.test_uneven_shard_faults import FAULTS as UNEVEN_FAULTS
 from tests.meta.test_uneven_shard_faults import uneven_fault_caught
+from tests.meta.test_workload_check_faults import workload_check_faults_caught
 from tests.meta.test_workload_faults import WORKLOADS, workload_fault_caught
 
 
@@ -84,6 +88,14 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     results |= {f"autocast: {f}": autocast_fault_caught(f) for f in AUTOCAST_FAULTS}
     results |= {f"FP8 block checkpoints: {f}": block_fp8_fault_caught(f) for f in BLOCK_FP8_FAULTS}
     results |= {f"the tracer: {f}": trace_fault_caught(f) for f in TRACE_FAULTS if trace_fault_refusal(f) is None}
+    results["the tracer: an index_put_ into float8 that changes a code it does not address"] = write_fault_caught()
+    results |= {f"the workload check: {f}": v for f, v in workload_check_faults_caught().items()}
+    if probes.scaled_mm_refusal("tensorwise") is None:
+        results["GEMM bounds: the tracer's _scaled_mm, an error 1.2-1.8 x its bound"] = tracer_caught(BOUND_FAULT)
+    results["GEMM bounds: scaled_mm_quality, an error 1.2-1.8 x its bound"] = quality_caught(BOUND_FAULT)
+    results |= {
+        f"GEMM bounds: {f}, an error 1.2-1.8 x its bound": caught(BOUND_FAULT) for f, caught in GEMM_BOUNDS.items()
+    }
     if WORKLOADS["static_custom_op"].refusal("cpu") is None:
         results["a workload: re-quantizing copy_ into float8 keeps stale codes"] = workload_fault_caught()
     results["a compiled region: a miscompiled cast one code toward zero"] = compiled_fault_caught()

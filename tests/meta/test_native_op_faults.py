@@ -213,10 +213,23 @@ def _fill_refuses_strided_destinations(dst: torch.Tensor, v: float, mask: torch.
     return dst.fill_(v)
 
 
+def _fill_overruns_by_one(dst: torch.Tensor, v: float, mask: torch.Tensor) -> torch.Tensor:
+    """A right fill_, then one more element stored just past the destination's last one (a vector
+    store that overruns a sliced or stepped view into the gap after it): every element of the view
+    is right, so only the bytes outside it show the fault."""
+    dst.fill_(v)
+    last = dst.storage_offset() + sum((n - 1) * st for n, st in zip(dst.shape, dst.stride()))
+    storage = dst.as_strided((dst.untyped_storage().nbytes() // dst.element_size(),), (1,), 0)
+    if last + 1 < storage.numel():
+        storage[last + 1 : last + 2] = dst.reshape(-1)[-1:]
+    return dst
+
+
 STRIDED_WRITE_FAULTS = {
     "fill_ refuses a strided destination it fills contiguous": ("fill_", _fill_refuses_strided_destinations),
     "fill_ writes a strided destination as if dense": ("fill_", _fill_over_the_span),
     "index_put_ addresses a strided destination in memory order": ("index_put_", _index_put_first_index_only),
+    "fill_ stores one element past a strided destination's last": ("fill_", _fill_overruns_by_one),
 }
 FAULTS = [*OP_FAULTS, *WRITE_FAULTS, *SCALAR_FAULTS, *COPY_FAULTS, *STRIDED_WRITE_FAULTS]
 

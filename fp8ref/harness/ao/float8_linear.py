@@ -17,7 +17,8 @@ import torch
 
 from ...reference.emulate import Fp8Linear
 from ...reference.recipes import RECIPES
-from ..gemm.gemm_probes import accumulation_bound, device_accumulator, gemm_accumulation, half_ulp
+from ..gemm.documented_accumulator import accumulator, gemm_accumulation
+from ..gemm.gemm_probes import accumulation_bound, half_ulp
 from .torchao_compat import float8_kernel_operands, torchao_float8_linear
 
 U_BF16 = half_ulp(torch.bfloat16)  # 2^-8, relative
@@ -61,8 +62,9 @@ def check_compiled_matches_eager(recipe: str, device: str) -> str | None:
     bitwise elsewhere); inductor may fuse and reorder the GEMMs' surroundings, so each output is
     held to |compiled - eager| <= 2u|eager| + 2 b m, with u half a bfloat16 ulp, m the magnitude
     sum of the GEMM's high-precision operands (x 1.1 for their FP8 rounding) and b the accumulation
-    bound of this device's FP8 GEMM (``gemm_probes.accumulation_bound`` of the narrowest width it
-    measures within a K block and its promotion interval with fast accumulation): the two sides may
+    bound of an FP8 GEMM on this device (``gemm_probes.accumulation_bound`` of the documented
+    accumulator, ``documented_accumulator.accumulator``: float32 on the CPU, on a GPU the least
+    documented width within a K block and no promotion, never the device's own probe): the two sides may
     run different kernels, summing in different orders. Compile under the ``fresh_dynamo`` fixture."""
     lin, x, g = _problem(device)
     m = torchao_convert(lin, recipe)
@@ -71,7 +73,7 @@ def check_compiled_matches_eager(recipe: str, device: str) -> str | None:
     x2, g2, w = x.double().cpu(), g.double().cpu(), lin.weight.double().cpu()
     mags = {"output": x2.abs() @ w.abs().t(), "grad_input": g2.abs() @ w.abs(), "grad_weight": g2.abs().t() @ x2.abs()}
     ks = {"output": x2.shape[1], "grad_input": g2.shape[1], "grad_weight": x2.shape[0]}
-    within, interval = device_accumulator(device)
+    within, interval = accumulator(device)
     for name, mag in mags.items():
         c, e = _tensor(compiled[name]).double().cpu(), _tensor(eager[name]).double().cpu()
         if not bool(torch.isfinite(c).all()):
@@ -96,7 +98,7 @@ def check_weight_cast_follows_the_weight(recipe: str, device: str) -> str | None
     lin, x, g = _problem(device, seed=5)
     m = torchao_convert(lin, recipe, emulate=True)
     opt = torch.optim.SGD(m.parameters(), lr=0.5)
-    acc = accumulation_bound(x.shape[1], *device_accumulator(device))  # (measured once, not per step)
+    acc = accumulation_bound(x.shape[1], *accumulator(device))
     amaxes = []
     for step in range(3):
         weight = m[0].weight
@@ -145,8 +147,8 @@ def check_pad_inner_dim(recipe: str, device: str, pad: Any = None) -> str | None
     Fp8Linear, no padding: zeros add nothing) within the bound of a GEMM through _scaled_mm,
     |torchao - ref| <= 2u|y| + u m + 2 b m (u: half a bfloat16 ulp, m: the GEMM's magnitude sum x
     1.1, b: ``gemm_accumulation`` of its K on this device, the accumulation bound the other FP8
-    layer checks use: float32's on the CPU, at least the bound of the narrowest accumulator this
-    device's FP8 _scaled_mm shows, fast accumulation included, on a GPU). K = 200, N = 72 and 40
+    layer checks use: float32's on the CPU, at least the bound of the least documented FP8
+    accumulator, fast accumulation included, on a GPU: ``documented_accumulator``). K = 200, N = 72 and 40
     tokens make every GEMM's contraction ragged.
     ``pad``: a stand-in for torchao's padding function (tests/meta)."""
     lin, x, g = _problem(device, d_in=200, d_out=72, tokens=40, seed=3)

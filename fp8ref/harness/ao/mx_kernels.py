@@ -26,7 +26,7 @@ from ...reference.formats import E4M3FN, FloatFormat
 from ...reference.quantize import quantize
 from ...reference.recipes import OperandCast
 from ...reference.scaling import mx
-from ..gemm.gemm_probes import gemm_accumulation
+from ..gemm.documented_accumulator import gemm_accumulation
 from ..stack.checked import Checked
 from ..stack.refusals import attempt
 
@@ -46,8 +46,8 @@ def _refusal(call: Any, device: str) -> str | None:
 def _bounded(got: torch.Tensor, a: torch.Tensor, b: torch.Tensor, device: str, what: str) -> str | None:
     """``got`` against the exact product of the dequantized operands a (M, K) and b (N, K): within
     one bfloat16 rounding of the output and the accumulation bound of this device's GEMM
-    (float32's, (K + 1) 2^-24, on the CPU; on a GPU at least the bound of the narrowest width its
-    FP8 _scaled_mm shows within a K block): |got - ref| <= 2^-8 |ref| + b m, with m = sum |a||b|."""
+    (float32's, (K + 1) 2^-24, on the CPU; on a GPU at least the bound of the least documented FP8
+    accumulator, ``documented_accumulator.gemm_accumulation``): |got - ref| <= 2^-8 |ref| + b m, with m = sum |a||b|."""
     a, b, got = a.double().cpu(), b.double().cpu(), got.double().cpu()
     ref, mag = a @ b.t(), a.abs() @ b.abs().t()
     excess = (got - ref).abs() - (2.0**-8 * ref.abs() + gemm_accumulation(a.shape[1], device) * mag)

@@ -9,7 +9,8 @@
   accumulation Hopper never promotes. ``PROMOTION_K`` (1024) is far beyond any promotion interval
   reported (DeepSeek-V3: 128 on Hopper), so a GEMM that promotes every 256 or 512 is no false alarm.
   A check such as DeepGEMM's ``calc_diff < 1e-3`` cannot tell 14 bits from 23, so the profile pins
-  the numbers and only the promised one is asserted.
+  the numbers and only the promised one is asserted. No bound takes its accumulator from these
+  answers (they are the device under test's): ``documented_accumulator`` gives the bounds theirs.
 - ``promotion_interval``: how far apart two products must lie to be summed in float32, measured by
   sweeping the distance (``PROMOTION_SWEEP``), pinned rather than assumed.
 - ``kernels_of`` (``kernel_names``): which kernels a call ran (torch.profiler: the CUDA kernels'
@@ -56,8 +57,6 @@ __all__ = [
     "promotion_interval",
     "interval_products",
     "accumulation_bound",
-    "device_accumulator",
-    "gemm_accumulation",
     "kineto_quiet",
     "kernel_names",
     "kernels_of",
@@ -238,21 +237,6 @@ def accumulation_bound(k: int, within_bits: int, interval: int | None) -> float:
         raise ValueError(f"within_bits: expected an int in [0, 52], got {within_bits!r}")
     n = k if interval is None else min(max(1, interval), k)
     return (n - 1) * 2.0 ** -(within_bits + 1) + (math.ceil(k / n) + 3) * 2.0**-24
-
-
-def device_accumulator(device: str) -> tuple[int, int | None]:
-    """The narrowest accumulator width this device's FP8 GEMM shows within a K block (fast
-    accumulation or not) and its promotion interval with fast accumulation (the worst case)."""
-    within = min(accumulator_bits(device, fast, "within") for fast in (False, True))
-    return within, interval_products(promotion_interval(device, True))
-
-
-def gemm_accumulation(k: int, device: str) -> float:
-    """The relative accumulation bound of a GEMM over ``k`` products on ``device``: float32's
-    (k + 1) 2^-24 on the CPU; on a GPU at least ``accumulation_bound`` of the narrowest width its
-    FP8 _scaled_mm shows (``device_accumulator``)."""
-    acc = (k + 1) * 2.0**-24
-    return acc if device == "cpu" else max(acc, accumulation_bound(k, *device_accumulator(device)))
 
 
 # Kineto, torch.profiler's backend, writes its start and stop (USDT lines) and, on a CUDA build

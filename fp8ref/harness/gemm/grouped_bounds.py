@@ -8,7 +8,8 @@ Groups (tokens per expert): ``aligned`` 32, 0, 64, 32 (an empty expert); ``ragge
 
 Bounds, per element, u = 2^-8 (a bfloat16 output rounding), m = sum |a||b| over the contraction
 (length k) of the operands the GEMM multiplies, b_acc the device's accumulation bound (float32's
-(k + 1) 2^-24 on the CPU; at least the narrowest width the device's FP8 _scaled_mm shows on a GPU):
+(k + 1) 2^-24 on the CPU; on a GPU at least the least documented FP8 accumulator's,
+``documented_accumulator.gemm_accumulation``):
 exact operands (bfloat16 or MX values, which bfloat16 holds): |got - ref| <= u |ref| + b_acc m.
 FP8 rowwise, whose kernels compute their own scales: the same plus the E4M3 rounding of both
 operands, 2 x 2^-4 m + 2^-8 m, and their subnormal error (at most 2^-10 / 448 of m).
@@ -23,7 +24,7 @@ import torch
 from ...reference import grouped as ref
 from ..stack.checked import Checked
 from . import grouped
-from .gemm_probes import gemm_accumulation
+from .documented_accumulator import gemm_accumulation
 
 GROUPS = {"aligned": (32, 0, 64, 32), "ragged": (16, 0, 24, 40)}
 GROUPS_MAX = max(max(g) for g in GROUPS.values())  # (the longest weight-gradient contraction)

@@ -18,9 +18,10 @@ as passed) in float64 and ``m`` the same product of magnitudes:
 
 u: half an ulp of the output dtype (its one rounding, ``gemm_probes.half_ulp``); c: the GEMM's
 accumulation term (``accumulation``). On the CPU, torch's ``_scaled_mm`` scales the operands to
-float32 and multiplies in float32: c = (K + 3) 2^-24. On a GPU, c comes from the accumulator this
-device's FP8 GEMM shows (``gemm_probes``: the bits kept within a K block, the promotion interval,
-measured for the call's fast-accumulation setting; MX at the narrowest measured), through
+float32 and multiplies in float32: c = (K + 3) 2^-24. On a GPU, c comes from the documented FP8
+accumulator (``documented_accumulator``: the least documented width within a K block, 13 bits, no
+promotion with fast accumulation and promotion within ``PROMOTION_K`` products without it; MX as
+fast accumulation), never from a probe of the device under test, through
 ``gemm_probes.accumulation_bound``; a scaling with K blocks (blockwise) applies each block's scale
 to its partial sum, so it sums at most one block narrowly and adds two float32 roundings per block;
 with exact-sum operands the narrow sums are exact and c = (K blocks + 3) 2^-24 (MX: its K / 32
@@ -46,13 +47,8 @@ from ...reference.formats import E4M3FN, E8M0FNU
 from ...reference.metrics import calc_diff, sqnr
 from ...reference.quantize import quantize
 from ...reference.scaling import Granularity, axiswise, block, expand_scale, mx, tensorwise, tile
-from .gemm_probes import (
-    accumulation_bound,
-    accumulator_bits,
-    half_ulp,
-    interval_products,
-    promotion_interval,
-)
+from .documented_accumulator import FLOAT32_BITS, gpu_accumulator
+from .gemm_probes import accumulation_bound, half_ulp
 
 SCALINGS = ("tensorwise", "rowwise", "blockwise", "mx")
 VALUES = ("gaussian", "exact-sums")
@@ -152,15 +148,12 @@ def accumulation(c: Case, device: str, fast_accum: bool) -> float:
     if torch.device(device).type == "cpu":
         return (k + 3) * 2.0**-24  # float32 operands scaled once each, a float32 GEMM
     blk = _GRANULARITY[c.scaling][2]
-    if c.scaling == "mx":  # (the tensorwise probes' narrowest answers: MX runs other instructions)
-        within = min(accumulator_bits(device, fast, "within") for fast in (False, True))
-        interval = interval_products(promotion_interval(device, True))
-    else:
-        within = accumulator_bits(device, fast_accum, "within")
-        interval = interval_products(promotion_interval(device, fast_accum))
+    # the documented accumulator (documented_accumulator), never this device's probe; MX runs other
+    # instructions, whose promotion nothing documents: fast accumulation's (none) for it
+    within, interval = gpu_accumulator(None if c.scaling == "mx" else fast_accum)
     if c.values == "exact-sums":
         if c.scaling == "mx":
-            return (k // 32) * 2.0 ** -(min(within, 23) + 1) + 3 * 2.0**-24
+            return (k // 32) * 2.0 ** -(min(within, FLOAT32_BITS) + 1) + 3 * 2.0**-24
         return ((k // blk if blk else 1) + 3) * 2.0**-24
     if blk is not None and c.scaling == "blockwise":  # each block's scale applied to its partial sum
         return accumulation_bound(k, within, blk if interval is None else min(interval, blk)) + 2 * 2.0**-24

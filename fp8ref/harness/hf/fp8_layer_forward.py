@@ -14,7 +14,7 @@ from ...reference.formats import E4M3FN
 from ...reference.metrics import calc_diff
 from ...reference.quantize import quantize
 from ...reference.scaling import tile
-from ..gemm.gemm_probes import gemm_accumulation
+from ..gemm.documented_accumulator import gemm_accumulation
 from ..stack.checked import Checked
 
 

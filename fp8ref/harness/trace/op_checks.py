@@ -38,7 +38,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 from ...reference.codec import decode, encode
 from ...reference.definition import round_by_definition
 from ...reference.formats import FloatFormat, select
-from ..gemm.gemm_probes import accumulator_bits, reference_bound
+from ..gemm.documented_accumulator import within_bits
+from ..gemm.gemm_probes import reference_bound
 from ..judge.casts import Reading, cast_readings, excused_cast_deviations, rounded
 from ..judge.movement import judge_movement
 from ..judge.stored import stored_codes, values_of
@@ -431,11 +432,9 @@ def _scaled_mm(func: Any, args: tuple, kwargs: dict, out: Any, verdict: Verdict)
             "float32 scales (blockwise and MX: tests/gpu/test_scaled_mm_quality.py)"
         )
         return
-    device = str(out.device)
-    fast = bool(named.get("use_fast_accum", False))
-    # the accumulator's mantissa bits: float32's on the CPU (operands scaled to float32, a float32
-    # GEMM), the narrowest this GPU shows within a K block elsewhere (gemm_probes)
-    bits = 23 if out.device.type == "cpu" else accumulator_bits(device, fast, "within")
+    # the accumulator's mantissa bits: float32's on the CPU, on a GPU the least documented width
+    # within a K block, promoted or not (documented_accumulator: never a probe of this device)
+    bits = within_bits(str(out.device))
     bias = named.get("bias")
     ref, bound = reference_bound(
         _decoded(a).float(),
