@@ -3,7 +3,8 @@ buffer, torchao's tensorwise cast transposed for the backward's GEMM), held bit 
 stride for stride to eager, and eager to fp8ref's codec, under ``torch.compile``'s default mode,
 ``mode="max-autotune"`` as a user runs it, and, on CUDA, each launch configuration inductor's
 autotuner tries for each kernel, forced one at a time, not only the one that wins
-(``fp8ref/harness/casts/transposed_stores.py``, ``compiled_variants.py``). The class this guards:
+(``fp8ref/harness/casts/transposed_stores.py``, ``compiled_variants.py``; ``torchao_t`` needs
+torchao). The class this guards:
 in mid-2026 a Triton miscompile of transposed 1-byte stores wrote garbage FP8 bytes under some
 launch configurations, so in the compiled float8 training runs whose autotuner picked one.
 
@@ -25,7 +26,10 @@ pytestmark = pytest.mark.sm(89, "Triton's float8 stores")
 DRY_RUN_FULL = "static_t"  # the program the cheap dry run compiles every way
 
 
-@pytest.mark.parametrize("program", sorted(ts.PROGRAMS))
+PROGRAMS = [pytest.param(p, marks=pytest.mark.needs("torchao")) if p == "torchao_t" else p for p in sorted(ts.PROGRAMS)]
+
+
+@pytest.mark.parametrize("program", PROGRAMS)
 def test_compiled_transposed_fp8_stores_match_eager_and_the_codec(program, gpu_device, dry_run, request, fresh_dynamo):
     shapes, only = ts.SHAPES_OF[program], None
     if dry_run and not request.config.getoption("--fp8-slow"):

@@ -81,8 +81,10 @@ class FakeAutotuner:
         x, y = CONFIGS[i]
         config = types.SimpleNamespace(kwargs={"XBLOCK": x, "YBLOCK": y}, num_warps=4, num_stages=1)
 
+        fn = program.make()
+
         def launch(*args: Any, stream: Any = None) -> Any:
-            out = program.fn(*args)
+            out = fn(*args)
             return _corrupt(out) if i == WRONG else out
 
         return types.SimpleNamespace(config=config, __call__=launch, launch=launch)
@@ -134,12 +136,12 @@ def test_an_eager_cast_off_the_codec_is_named_as_the_install_s():
     is the install's cast."""
 
     def truncating(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
-        out = ts.PROGRAMS["static_t"].fn(x, s)
+        out = ts.PROGRAMS["static_t"].make()(x, s)
         codes = out.view(torch.uint8)
         codes[0, 0] ^= 0x01
         return out
 
-    bad = ts.Program("off_by_one", E4M3FN, truncating, ts.PROGRAMS["static_t"].reference)
+    bad = ts.Program("off_by_one", E4M3FN, lambda: truncating, ts.PROGRAMS["static_t"].reference)
     problem = ts.check_transposed_store(bad, SHAPE, "cpu")
     assert problem is not None and problem.startswith("eager off_by_one on (33, 130)"), problem
     assert "not the codec's" in problem, problem

@@ -18,15 +18,18 @@ the subnormals and hold signed zeros (``inputs``):
   cast transposed for the backward.
 - ``colmajor_e5m2``: the gradient's cast (E5M2, saturated) written into a column-major buffer
   (``torch.empty_strided(..., (1, rows)).copy_(...)``), the layout ``_scaled_mm`` takes.
-- ``dynamic_t``: torchao's tensorwise recipe: the scale from the input's amax (``max / amax``
-  in float64, clamped at eps), ``to_fp8_saturated`` (clamp, then cast), the codes transposed; the
-  scale is an output too. A reduction and a store in one program.
+- ``dynamic_t``: torchao's tensorwise recipe written out: the scale from the input's amax
+  (``max / amax`` in float64, clamped at eps), ``to_fp8_saturated`` (clamp, then cast), the codes
+  transposed; the scale is an output too. A reduction and a store in one program, torchao or not.
+- ``torchao_t``: torchao's own tensorwise cast (``hp_tensor_to_float8_dynamic``, through
+  ``fp8ref.harness.ao.torchao_compat``), its codes transposed for the backward's GEMM. Needs
+  torchao (``MissingPackage`` without it).
 
 Shapes (``SHAPES``) that no block size divides: 33x130, 128x96 (a tile size by a non-power of
 two), 1x257 (a single row: its transpose is a 1-D kernel), and 257x1031, big enough (over 2^17
-elements) for the largest 1-D block inductor tries. ``static_t`` runs on all four, the other two
-programs on 33x130 and 257x1031 (``SHAPES_OF``): each shape costs three compiles on the GPU tier,
-and the class is the store, which ``static_t`` shows on every shape.
+elements) for the largest 1-D block inductor tries. ``static_t`` runs on all four, the others on
+fewer (``SHAPES_OF``): each shape costs three compiles on the GPU tier, and the class is the
+store, which ``static_t`` shows on every shape.
 """
 
 from __future__ import annotations
@@ -63,14 +66,15 @@ STATIC_SCALE = 3.0  # not a power of two: the product rounds before the cast doe
 
 @dataclasses.dataclass(frozen=True)
 class Program:
-    """A cast program: ``fn(x, scale)`` (eager or compiled; ``fmt``: its float8 output's format)
-    and what the codec says it returns (``reference(x, scale)``: the same outputs, the float8 ones
-    as uint8 codes on the CPU, and the value each code encodes, before the cast, in the output's
-    shape, for messages)."""
+    """A cast program: ``make()`` gives ``fn(x, scale)`` (what is run eagerly and compiled;
+    built when checked, so a program over a package imports it only then; ``fmt``: its float8
+    output's format) and what the codec says it returns (``reference(x, scale)``: the same
+    outputs, the float8 ones as uint8 codes on the CPU, and the value each code encodes, before
+    the cast, in the output's shape, for messages)."""
 
     name: str
     fmt: FloatFormat
-    fn: Callable[[torch.Tensor, torch.Tensor], Any]
+    make: Callable[[], Callable[[torch.Tensor, torch.Tensor], Any]]
     reference: Callable[[torch.Tensor, torch.Tensor], tuple[tuple[torch.Tensor, ...], torch.Tensor]]
 
 
@@ -95,6 +99,18 @@ def _dynamic_t(x: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Te
     return codes.t().contiguous(), scale
 
 
+def _torchao_t() -> Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    from ..ao import torchao_compat
+
+    cast = torchao_compat.dynamic_cast_fn(E4M3FN, tensorwise(), False)
+
+    def torchao_t(x: torch.Tensor, s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        codes, scale = cast(x)  # s unused: torchao's scale comes from x
+        return codes.t().contiguous(), scale
+
+    return torchao_t
+
+
 def _ref_static(fmt: FloatFormat, transpose: bool) -> Callable[..., tuple[tuple[torch.Tensor, ...], torch.Tensor]]:
     def ref(x: torch.Tensor, s: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         y = (x.cpu().float() * s.cpu()).clamp(-fmt.max, fmt.max)
@@ -113,16 +129,18 @@ def _ref_dynamic(x: torch.Tensor, s: torch.Tensor) -> tuple[tuple[torch.Tensor, 
 PROGRAMS: dict[str, Program] = {
     p.name: p
     for p in (
-        Program("static_t", E4M3FN, _static_t, _ref_static(E4M3FN, True)),
-        Program("colmajor_e5m2", E5M2, _colmajor_e5m2, _ref_static(E5M2, False)),
-        Program("dynamic_t", E4M3FN, _dynamic_t, _ref_dynamic),
+        Program("static_t", E4M3FN, lambda: _static_t, _ref_static(E4M3FN, True)),
+        Program("colmajor_e5m2", E5M2, lambda: _colmajor_e5m2, _ref_static(E5M2, False)),
+        Program("dynamic_t", E4M3FN, lambda: _dynamic_t, _ref_dynamic),
+        Program("torchao_t", E4M3FN, _torchao_t, _ref_dynamic),
     )
 }
 # the shapes each program runs on the GPU tier (module docstring)
 SHAPES_OF: dict[str, tuple[tuple[int, int], ...]] = {
     "static_t": SHAPES,
     "colmajor_e5m2": (SHAPES[0], SHAPES[3]),
-    "dynamic_t": (SHAPES[0], SHAPES[3]),
+    "dynamic_t": (SHAPES[0],),
+    "torchao_t": (SHAPES[0], SHAPES[3]),
 }
 
 
@@ -228,7 +246,8 @@ def check_transposed_store(
     compiled_variants.variants(device)  # a device it cannot compile for is refused before any work
     x, s = inputs(shape, device)
     what = f"{p.name} on {tuple(shape)} ({device}, torch {torch.__version__}):"
-    eager = tuple(o.detach().clone(memory_format=torch.preserve_format) for o in _outputs(p.fn(x, s)))
+    fn = p.make()
+    eager = tuple(o.detach().clone(memory_format=torch.preserve_format) for o in _outputs(fn(x, s)))
     ref, before = p.reference(x, s)
     # eager first, against the codec: a wrong eager cast is the install's, not the compiler's
     for k, (e, r) in enumerate(zip(eager, ref, strict=True)):
@@ -239,7 +258,7 @@ def check_transposed_store(
             )
     ref_bits = tuple(_bytes(r) for r in ref)
     problems = []
-    for label, out in compiled_variants.each_compiled_run(p.fn, (x, s), device, only=only):
+    for label, out in compiled_variants.each_compiled_run(fn, (x, s), device, only=only):
         problem = _compare(f"compiled {label}", what, _outputs(out), eager, ref_bits, before)
         if problem is not None:
             problems.append(problem)
