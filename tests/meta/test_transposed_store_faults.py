@@ -7,7 +7,8 @@ it fails naming the configuration, the program, the shape and the first differin
 - On a stand-in autotuner (the CUDA path, run here without a GPU): a kernel with six launch
   configurations whose fourth writes wrong bytes and never wins the benchmark. Checking what the
   autotuner picks (the ``max-autotune`` run) passes; forcing each candidate
-  (``compiled_variants.forced_candidates``) catches it, naming the candidate.
+  (``compiled_variants.forced_candidates``) catches it, naming the candidate. A sweep with
+  nothing to sweep (no autotuned kernel, or one configuration each) is an error.
 """
 
 from __future__ import annotations
@@ -167,4 +168,21 @@ def test_a_sweep_that_forces_no_kernel_is_an_error(monkeypatch):
     _as_if_cuda(monkeypatch)
     monkeypatch.setattr(cv, "compile_variant", lambda fn, variant: fn)  # runs no kernel at all
     with pytest.raises(RuntimeError, match="launched no autotuned kernel .FakeAutotuner.run was never called"):
+        ts.check_transposed_store("static_t", SHAPE, "cpu")
+
+
+def test_a_sweep_with_one_configuration_per_kernel_is_an_error(monkeypatch):
+    """A torch whose max-autotune lists one configuration per kernel leaves nothing to sweep:
+    that is said too (the sweep would otherwise pass having chosen nothing)."""
+    _as_if_cuda(monkeypatch)
+    real_init = FakeAutotuner.__init__
+
+    def one_launcher(self: FakeAutotuner, program: ts.Program) -> None:
+        real_init(self, program)
+        self.launchers = self.launchers[:1]
+
+    monkeypatch.setattr(FakeAutotuner, "__init__", one_launcher)
+    with pytest.raises(
+        RuntimeError, match="each kernel had one launch configuration .triton_poi_fused_t_0: candidate 1 of 1"
+    ):
         ts.check_transposed_store("static_t", SHAPE, "cpu")

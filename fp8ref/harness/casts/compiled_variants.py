@@ -20,7 +20,9 @@ runs with the candidate forced, no benchmark and no choice. The sweep runs index
 the largest count any kernel had, so each kernel's every candidate writes a real output once.
 Compiled with ``max_autotune`` (the candidate list that mode builds), without coordinate descent
 (it would tune away from the forced launcher) and without CUDA graphs (a replayed graph would
-not call ``run``), inductor's caches off (a cached winner would leave one candidate).
+not call ``run``), inductor's caches off (a cached winner would leave one candidate). A sweep
+that forced no kernel, or found one configuration per kernel, raises: it would otherwise pass
+having checked nothing beyond the default.
 
 What is not swept: the neighbours coordinate descent benchmarks from the winner (``mode=
 "max-autotune"`` turns it on) are checked only when they win, through the ``max-autotune`` run
@@ -248,12 +250,17 @@ def each_compiled_run(
             while sweep.index < sweep.runs:
                 sweep.ran.clear()
                 out = _snapshot(compiled(*args))
+                # nothing to force, or one configuration per kernel: a sweep that chose nothing
+                # must not read as every configuration checked
                 if not sweep.kernels:
-                    # nothing to force: a sweep that forced nothing must not read as every
-                    # configuration checked
                     raise RuntimeError(
                         f"{variant.label}: the compiled program launched no autotuned kernel "
                         f"({_class_name(autotuner)}.run was never called), so no launch configuration was checked"
+                    )
+                if sweep.runs == 1:
+                    raise RuntimeError(
+                        f"{variant.label}: each kernel had one launch configuration ({sweep.describe()}): "
+                        "max-autotune listed no candidates to sweep on this torch"
                     )
                 yield f"{variant.label}: {sweep.describe()}", out
                 sweep.index += 1
