@@ -13,9 +13,10 @@ dispatched the same way (the FP8 dispatch of this stack takes E4M3 only, as Deep
 each expert converts its gradient codes to E5M2 (a float8 -> float8 ``.to``: the backward GEMMs
 take E5M2 gradients, TransformerEngine's hybrid recipe). Two SGD steps.
 
-What the CPU refuses on float8 (torch 2.13 and 2.14: ``gather``, ``masked_fill``, ``scatter``,
-``index_copy``; not implemented for Float8_e4m3fn) the program does the way that runs everywhere:
-``index_select`` for ``gather``, ``torch.where`` for ``masked_fill``."""
+What the CPU refuses on float8 (torch 2.9.1, 2.13 and 2.14.1: ``gather``, ``masked_fill``,
+``scatter``, ``index_copy``, ``index_fill``, ``take``: not implemented for Float8_e4m3fn; 2.9.1 also
+``x[index]``) the program does the way that runs on each: ``index_select`` for ``gather``,
+``torch.where`` for ``masked_fill``."""
 
 from __future__ import annotations
 
@@ -106,6 +107,7 @@ class _Fp8Experts(torch.autograd.Function):
             ys.append(torch._scaled_mm(a_f8, w2_f8.t(), scale_a=a_s, scale_b=w2_s, out_dtype=torch.float32))
             saved.append((x_e, x_s, h1, h3, act, g_e, a_f8, a_s, w2_f8, w2_s))
         out = torch.zeros(x.shape[0], w2.shape[1], device=x.device).index_add_(0, token, torch.cat(ys))
+        # (kept on ctx, per expert: nothing reruns this forward, as activation checkpointing would)
         ctx.saved, ctx.token, ctx.filled, ctx.dtypes = saved, token, filled, (gate.dtype, w13.dtype, w2.dtype)
         return out.to(x.dtype)
 
