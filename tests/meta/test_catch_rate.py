@@ -57,7 +57,7 @@ from tests.meta.test_trace_write_faults import write_fault_caught
 from tests.meta.test_uneven_shard_faults import FAULTS as UNEVEN_FAULTS
 from tests.meta.test_uneven_shard_faults import uneven_fault_caught
 from tests.meta.test_workload_check_faults import workload_check_faults_caught
-from tests.meta.test_workload_faults import WORKLOADS, workload_fault_caught
+from tests.meta.test_workload_faults import WORKLOADS, dispatch_fault_caught, workload_fault_caught
 
 
 def test_the_catch_rate_over_every_injected_fault(record_observation):
@@ -98,6 +98,8 @@ def test_the_catch_rate_over_every_injected_fault(record_observation):
     }
     if WORKLOADS["static_custom_op"].refusal("cpu") is None:
         results["a workload: re-quantizing copy_ into float8 keeps stale codes"] = workload_fault_caught()
+    if WORKLOADS["moe_dispatch"].refusal("cpu") is None:
+        results["a workload: float8 index_select drops repeated rows (an MoE dispatch)"] = dispatch_fault_caught()
     results["a compiled region: a miscompiled cast one code toward zero"] = compiled_fault_caught()
     if native_ops.catalogue_refusal() is None:  # these stand-ins are built from torch's OpInfo catalogue
         results |= {f"native float8 ops: {f}": native_op_fault_caught(f) for f in NATIVE_OP_FAULTS}

@@ -4,7 +4,13 @@ before keeps the old code wherever the new one is one step away: a write-skippin
 wrong). A one-shot cast (``Tensor.to``) and a ``copy_`` into a fresh float8 buffer are right, so
 the tracer's own programs stay clean; the ``static_custom_op`` workload (modded-nanogpt's cached
 weights, re-quantized after each optimizer step) must fail its check naming ``aten.copy_`` and
-the workload's line that re-quantizes."""
+the workload's line that re-quantizes.
+
+And one only an MoE dispatch reaches: torch's CPU ``index_select`` broken for float8 where an
+index repeats (a kernel that writes each source row once, as if the indices were unique: a later
+occurrence left zero). A top-2 router sends each token to two experts, so the ``moe_dispatch``
+workload's FP8 dispatch repeats every token it keeps: its check must fail naming
+``aten.index_select`` at the dispatch's line; a gather of distinct rows stays clean."""
 
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ import torch
 
 from fp8ref.harness.profiles.upgrade_report import build, render_markdown
 from fp8ref.harness.trace import Trace, trace
-from fp8ref.harness.workloads import WORKLOADS, check, profile_keys
+from fp8ref.harness.workloads import WORKLOADS, check, moe_dispatch, profile_keys
 from fp8ref.harness.workloads import static_custom_op as workload_module
 from fp8ref.harness.workloads.base import source_file
 
@@ -119,3 +125,67 @@ def test_a_one_shot_cast_and_a_fresh_buffer_do_not_reach_it():
     with _requantization_skips_one_step_changes():
         got = trace(_one_shot_program)
     assert not got.violations and {r.op for r in got.records} >= {"aten._to_copy.default", "aten.copy_.default"}
+
+
+@contextlib.contextmanager
+def _float8_index_select_skips_repeats() -> Iterator[None]:
+    """``index_select`` on the CPU computed through ``aten.index`` (on the uint8 view for float8,
+    which index refuses on older torch), right for every dtype but float8, where a row whose index
+    came earlier is left zero. ``aten.index`` is a kernel of its own: the stand-in does not call
+    itself."""
+
+    def index_select(self: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+        float8 = self.dtype in FLOAT8
+        dim = dim % max(self.dim(), 1)
+        src = self.view(torch.uint8) if float8 else self
+        out = torch.ops.aten.index.Tensor(src, [None] * dim + [index.reshape(-1)])
+        if float8 and index.numel():
+            flat = index.reshape(-1).tolist()
+            again = torch.tensor([i in flat[:n] for n, i in enumerate(flat)])
+            out.movedim(dim, 0)[again] = 0
+        return out.view(self.dtype) if float8 else out
+
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():  # (torch warns that a kernel is overridden: that is the point)
+        warnings.simplefilter("ignore", UserWarning)
+        lib.impl("index_select", index_select, "CPU")
+    try:
+        yield
+    finally:
+        lib._destroy()
+
+
+def _dispatch_line() -> str:
+    lines, first = inspect.getsourcelines(moe_dispatch._dispatch)
+    (number,) = [first + i for i, text in enumerate(lines) if ".index_select(" in text]
+    return f"{source_file(WORKLOADS['moe_dispatch'])}:{number}"
+
+
+def dispatch_fault_caught() -> bool:
+    """Whether tracing the moe_dispatch workload under the fault fails its check, naming the FP8
+    dispatch's index_select and its line, and nothing else."""
+    with _float8_index_select_skips_repeats():
+        got = trace(WORKLOADS["moe_dispatch"].run)
+    return {(v.op, v.site) for v in got.violations} == {("aten.index_select.default", _dispatch_line())}
+
+
+def test_the_moe_workload_catches_a_dispatch_fault_naming_the_op_and_its_line(skip_if_refused):
+    workload = WORKLOADS["moe_dispatch"]
+    skip_if_refused(workload.refusal("cpu"), "the moe_dispatch workload")
+    with _float8_index_select_skips_repeats():
+        got = trace(workload.run)
+    problem = check(workload, got)
+    assert problem is not None and "aten.index_select.default [movement: violation]" in problem, problem
+    assert {(v.op, v.site) for v in got.violations} == {("aten.index_select.default", _dispatch_line())}, problem
+    # the forward's dispatch of the tokens and the backward's of the gradient, each step
+    assert len(got.violations) == 2 * moe_dispatch.STEPS, problem
+
+
+def test_a_gather_of_distinct_rows_and_other_dtypes_do_not_reach_it():
+    x = torch.linspace(-3, 3, 48, dtype=torch.bfloat16).reshape(8, 6)
+    index = torch.tensor([5, 0, 7, 2])
+    with _float8_index_select_skips_repeats():
+        got = trace(lambda: x.to(torch.float8_e4m3fn).index_select(0, index))
+        repeated = x.index_select(0, torch.tensor([1, 1]))
+    assert not got.violations and "aten.index_select.default" in {r.op for r in got.records}
+    assert torch.equal(repeated, x[[1, 1]])

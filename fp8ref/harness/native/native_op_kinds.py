@@ -92,11 +92,53 @@ def _reduces(sample: Any, kind: str) -> str:
     return "unchecked" if sample.ways["float8"][2].get("reduce") is not None else kind  # (keyword-only)
 
 
-# the ops whose kind depends on the sample's arguments
+def _foreign(value: Any) -> bool:
+    """Whether ``value``, written into a float8 tensor, is a value to encode rather than codes to
+    move: a Python number, or a floating-point tensor of another dtype (torch casts it into the
+    output's format; on the uint8 view it would land as an integer, or promote the output)."""
+    if isinstance(value, (int, float)):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and value.is_floating_point() and dtype.itemsize != 1
+
+
+def _fills_value(sample: Any, kind: str) -> str:
+    """index_fill writes ``value`` (its third argument) into the rows its index names: codes moved
+    where it is a float8 tensor; a Python number or a wider tensor is written (cast as ``.to``
+    casts it: on the uint8 view the number 1 would be the byte 0x01, not 1.0's code)."""
+    args, kwargs = sample.ways["float8"][1], sample.ways["float8"][2]
+    value = kwargs.get("value", args[2] if len(args) > 2 else None)
+    return "written" if _foreign(value) else kind
+
+
+def _scatters(sample: Any, kind: str) -> str:
+    """scatter with ``reduce``: a reduction (``_reduces``); with a Python number for its ``value``
+    it writes that value (as index_fill does); with a ``src`` tensor (of the output's dtype, as
+    scatter requires) it moves codes."""
+    kind = _reduces(sample, kind)
+    args, kwargs = sample.ways["float8"][1], sample.ways["float8"][2]
+    value = kwargs.get("value", args[2] if len(args) > 2 else None)
+    return "written" if kind == "movement" and isinstance(value, (int, float)) else kind
+
+
+def _selects_a_value(sample: Any, kind: str) -> str:
+    """where picks each element from ``self`` or ``other``: codes moved where both are float8; a
+    0-d floating tensor of another dtype (``torch.where(mask, x_f8, torch.tensor(0.0))``, whose
+    result stays float8) is written into the format (on the uint8 view it promotes the result to
+    its dtype instead). The condition is bool: not a value."""
+    float8, args, kwargs = sample.ways["float8"]
+    tensors = [t for t in (float8, *args, *kwargs.values()) if hasattr(t, "dtype")]
+    return "written" if any(_foreign(t) for t in tensors) else kind
+
+
+# the ops whose kind depends on the sample's arguments (the same layout in the tracer and the
+# native-op suite: the op's first tensor, then the rest of its positional arguments)
 SAMPLE_KIND: dict[str, Callable[[Any, str], str]] = {
     "index_put": _accumulates,
     "index_add": _adds_into,
-    "scatter": _reduces,
+    "scatter": _scatters,
+    "index_fill": _fills_value,
+    "where": _selects_a_value,
 }
 
 _GEMM = (

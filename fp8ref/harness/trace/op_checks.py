@@ -64,7 +64,8 @@ _CONVERSIONS = ("_to_copy", "copy_", "copy", "to")
 # aten ops the op catalogue names otherwise (it lists Python functions, not their aten forms):
 # each only moves, aliases or gathers codes
 _ATEN_MOVEMENT = frozenset(
-    "detach alias _unsafe_view lift_fresh lift_fresh_copy _reshape_alias _reshape_copy index _unsafe_index".split()
+    "detach alias _unsafe_view lift_fresh lift_fresh_copy _reshape_alias _reshape_copy index _unsafe_index "
+    "embedding".split()  # (the catalogue's nn.functional.embedding: rows of codes looked up by index)
 )
 
 _WHAT = {

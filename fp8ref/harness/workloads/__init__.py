@@ -9,6 +9,8 @@ runs, not only what a list names.
 - one module per program: ``float8_linear`` (torchao's Float8Linear under each recipe),
   ``grad_accumulation``, ``checkpointing``, ``static_custom_op`` (modded-nanogpt's custom op with
   cached float8 weights), ``delayed_scaling`` (a TransformerEngine-style autocast in plain torch),
+  ``moe_dispatch`` (an FP8 mixture-of-experts layer: float8 codes dispatched by ``index_select``,
+  masked by ``where``, split, a fused gate-up weight chunked, E4M3 -> E5M2 gradient codes),
   ``float8_inference`` (torchao's ``quantize_``), ``mx_training`` (torchao's MXFP8 training),
   ``exported`` (an FP8 model through ``torch.export``: saved, loaded and run), ``compiled``
   (FP8 linears as torch.compile regions, static and dynamic shapes), ``qat`` (torchao's float8

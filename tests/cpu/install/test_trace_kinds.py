@@ -85,3 +85,46 @@ def test_aten_pad_of_float8_is_held_to_its_mode(mode, kind):
     if mode == "constant":
         wrong = torch.nn.functional.pad(x.float(), [1, 2], value=1.0).to(E4M3)  # (ones where zeros belong)
         assert check_call(torch.ops.aten.pad.default, args, {}, wrong).status == "violation"
+
+
+def test_where_with_a_wider_zero_dim_other_is_written_into_float8():
+    """``torch.where(mask, x_f8, torch.tensor(0.0))`` (an MoE's padding mask, say): torch keeps
+    the result float8 and casts the 0-d value into it, so it is judged as a write of that value;
+    on the uint8 view the float32 other would promote the result (a false violation). A result
+    whose masked elements hold another code fails."""
+    x = torch.linspace(-2, 2, 12).reshape(3, 4).to(E4M3)
+    mask = torch.tensor([True, False, True])[:, None].expand(3, 4)
+    other = torch.tensor(1.5)
+    got = trace(torch.where, mask, x, other)
+    (call,) = [r for r in got.records if r.op == "aten.where.self"]
+    assert (call.kind, call.status) == ("written", "ok"), call.line()
+    out = torch.where(mask, x, other)
+    out.view(torch.uint8)[1] = 0x3C  # (1.5 in E4M3 is 0x3c: the masked row with 1.5's code off by none)
+    assert check_call(torch.ops.aten.where.self, (mask, x, other), {}, out).status == "ok"
+    out.view(torch.uint8)[1] = 0x3B  # (one code below 1.5)
+    verdict = check_call(torch.ops.aten.where.self, (mask, x, other), {}, out)
+    assert (verdict.kind, verdict.status) == ("written", "violation"), verdict
+
+
+def test_index_fill_of_a_number_is_written_not_moved():
+    """The CPU refuses float8 ``index_fill``; a GPU runs it. Held to a correct answer built by hand
+    (1.0's E4M3 code is 0x38): judged on the uint8 view it would want the byte 0x01."""
+    x = torch.linspace(-2, 2, 12).reshape(3, 4).to(E4M3)
+    index = torch.tensor([0, 2])
+    right = x.clone()
+    right.view(torch.uint8)[index] = 0x38
+    op = torch.ops.aten.index_fill.int_Scalar
+    verdict = check_call(op, (x, 0, index, 1), {}, right)
+    assert (verdict.kind, verdict.status) == ("written", "ok"), verdict
+    wrong = x.clone()
+    wrong.view(torch.uint8)[index] = 0x01
+    assert check_call(op, (x, 0, index, 1), {}, wrong).status == "violation"
+
+
+def test_an_embedding_lookup_of_float8_rows_is_movement():
+    """``F.embedding`` on a float8 table (aten.embedding: the catalogue's nn.functional.embedding)
+    moves rows of codes: checked, not left unchecked for want of a name."""
+    table = torch.linspace(-2, 2, 24).reshape(6, 4).to(E4M3)
+    got = trace(torch.nn.functional.embedding, torch.tensor([5, 0, 5]), table)
+    (call,) = [r for r in got.records if r.op == "aten.embedding.default"]
+    assert (call.kind, call.status) == ("movement", "ok"), call.line()

@@ -31,6 +31,14 @@ MUST_RUN = {
     "checkpointing": {CAST, SCALED_MM},
     "static_custom_op": {CAST, SCALED_MM, ("aten.copy_.default", "cast")},
     "delayed_scaling": {CAST, SCALED_MM},
+    "moe_dispatch": {
+        CAST,
+        SCALED_MM,
+        ("aten.index_select.default", "movement"),
+        ("aten.where.self", "movement"),
+        ("aten.split_with_sizes.default", "movement"),
+        ("aten.split.Tensor", "movement"),
+    },
     "float8_inference.": {CAST},
     "mx_training": {CAST, ("aten.to.dtype", "values")},
     "exported": {CAST, SCALED_MM},
@@ -79,6 +87,46 @@ def test_the_custom_op_is_seen_through_and_its_trace_repeats(skip_if_refused):
     assert not any(r.op.startswith("fp8ref_workloads.") for r in got.records)
     again = trace(workload.run)
     assert again.digest() == got.digest() and again.pinned() == got.pinned()
+
+
+def test_the_moe_workload_runs_the_op_mix_of_fp8_moe_code(skip_if_refused):
+    """What FP8 MoE code runs on float8 tensors and the other workloads do not: a dispatch that
+    repeats rows (each token to two experts), a mask that changes codes (slots no token filled),
+    and float8 -> float8 casts (E4M3 gradient codes to E5M2), each checked."""
+    from fp8ref.harness.workloads import moe_dispatch
+
+    workload = WORKLOADS["moe_dispatch"]
+    skip_if_refused(workload.refusal("cpu"), f"the moe_dispatch workload ({workload.what})")
+    got = traced("moe_dispatch")
+    checked = [r for r in got.records if r.status == "ok"]
+    f8_to_f8 = [
+        r
+        for r in checked
+        if r.op == "aten._to_copy.default"
+        and [t.dtype for t in r.inputs + r.outputs] == ["float8_e4m3fn", "float8_e5m2"]
+    ]
+    assert len(f8_to_f8) == moe_dispatch.EXPERTS * moe_dispatch.STEPS, [r.line() for r in f8_to_f8]
+    dispatched = [r for r in checked if r.op == "aten.index_select.default"]
+    assert dispatched and all(r.outputs[0].shape[0] > r.inputs[0].shape[0] for r in dispatched)  # (rows repeat)
+    masked = [r for r in checked if r.op == "aten.where.self"]
+    assert masked and all(r.outputs[0].sha256 != r.inputs[1].sha256 for r in masked), [r.line() for r in masked]
+
+
+def test_the_moe_routing_keeps_each_experts_capacity_and_drops_the_rest():
+    """``route``: slots expert by expert, each expert's tokens in token order up to its capacity."""
+    from fp8ref.harness.workloads import moe_dispatch as moe
+
+    cap = moe.CAPACITY
+    # tokens 0..cap: every one to experts 0 and 2; so expert 0 and 2 overflow by one, 1 and 3 stay empty
+    top = torch.tensor([[0, 2]] * (cap + 1))
+    token, pick, filled = moe.route(top)
+    want = torch.zeros(moe.EXPERTS, cap, dtype=torch.bool)
+    want[0], want[2] = True, True
+    assert torch.equal(filled.reshape(moe.EXPERTS, cap), want)
+    assert token.reshape(moe.EXPERTS, cap)[0].tolist() == list(range(cap))  # (token cap is dropped)
+    assert token.reshape(moe.EXPERTS, cap)[2].tolist() == list(range(cap))
+    assert pick.reshape(moe.EXPERTS, cap)[0].tolist() == [2 * t for t in range(cap)]
+    assert pick.reshape(moe.EXPERTS, cap)[2].tolist() == [2 * t + 1 for t in range(cap)]
 
 
 def test_the_exported_programs_outputs_must_be_the_eager_models_bit_for_bit():

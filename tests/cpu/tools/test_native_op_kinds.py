@@ -13,7 +13,7 @@ class _Sample:
     """A stand-in for native_ops.Sample: the float8 way's (input, args, kwargs)."""
 
     def __init__(self, args: tuple, kwargs: dict):
-        self.ways = {"float8": (torch.zeros(4), args, kwargs)}
+        self.ways = {"float8": (torch.zeros(4).to(torch.float8_e4m3fn), args, kwargs)}
 
 
 def _kind(op: str, args: tuple, kwargs: dict) -> str:
@@ -34,3 +34,21 @@ def test_scatter_with_reduce_is_arithmetic_not_movement():
     assert _kind("scatter", args, {}) == "movement"  # moves codes
     assert _kind("scatter", args, {"reduce": "add"}) == "unchecked"
     assert _kind("scatter", args, {"reduce": "multiply"}) == "unchecked"
+
+
+def test_a_value_written_into_float8_is_written_not_moved():
+    """index_fill, scatter's value and where's other: a float8 tensor's codes are moved; a Python
+    number or a wider floating tensor is a value cast into the format (on the uint8 view the
+    number 1 lands as the byte 0x01, and a float32 0-d tensor promotes where's result)."""
+    index = torch.tensor([0, 2])
+    codes = torch.ones(()).to(torch.float8_e4m3fn)
+    assert _kind("index_fill", (0, index, codes), {}) == "movement"
+    assert _kind("index_fill", (0, index, 1), {}) == "written"
+    assert _kind("index_fill", (0, index, torch.tensor(1.5)), {}) == "written"
+    assert _kind("scatter", (0, index, torch.ones(2).to(torch.float8_e4m3fn)), {}) == "movement"
+    assert _kind("scatter", (0, index, 1.5), {}) == "written"
+    assert _kind("scatter", (0, index, 1.5), {"reduce": "add"}) == "unchecked"
+    cond = torch.tensor([True, False])
+    assert _kind("where", (cond, torch.zeros(2).to(torch.float8_e4m3fn)), {}) == "movement"
+    assert _kind("where", (cond, torch.tensor(0.0)), {}) == "written"
+    assert _kind("where", (cond, torch.tensor(0.0, dtype=torch.bfloat16)), {}) == "written"
