@@ -7,6 +7,8 @@
   name ``aten.exp2`` as an E8M0 scale's arithmetic, at the workload's lines;
 - torch's CPU ``pow`` of float32 tensors one binade high: torchao's dequantize makes the scale
   ``pow(2, e - 127)`` from the E8M0 bytes with it, before the emulated GEMM;
+- torch's CPU ``mm`` rounding each partial sum to bfloat16: the emulated MX GEMMs, every operand
+  right, must be violations of the bound a float32 accumulator gives;
 - torch's CPU ``mul`` doubling a float32 matrix times a float32 row (Float8WeightOnly's
   dequantize: decoded codes times the per-row scales): the weight-only GEMM must be a violation
   naming the ``mul`` that made its operand.
@@ -62,6 +64,16 @@ def _dequantize_doubled(a: torch.Tensor, b: object) -> torch.Tensor:
     return out * 2 if rowwise and a.dtype == b.dtype == torch.float32 else out
 
 
+def _mm_accumulating_in_bfloat16(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype)
+    if a.dtype != torch.bfloat16:
+        return torch.ops.aten.mm.out(a, b, out=out)
+    acc = torch.zeros_like(out)
+    for k in range(a.shape[1]):  # (each partial sum rounded to bfloat16: a kernel without a float32 accumulator)
+        acc = (acc.float() + a[:, k : k + 1].float() * b[k : k + 1, :].float()).to(torch.bfloat16)
+    return out.copy_(acc)
+
+
 def _traced(name: str, op: str, kernel: Callable[..., torch.Tensor]) -> Trace:
     with _cpu_kernel(op, kernel):
         return trace(WORKLOADS[name].run)
@@ -73,7 +85,10 @@ def _at_the_workloads_lines(got: Trace, name: str) -> bool:
 
 @pytest.mark.parametrize(
     ("op", "kernel", "named"),
-    [("exp2", _exp2_one_binade_high, "aten.exp2.default"), ("pow.Tensor_Tensor", _pow_one_binade_high, "aten.pow.Tensor_Tensor")],
+    [
+        ("exp2", _exp2_one_binade_high, "aten.exp2.default"),
+        ("pow.Tensor_Tensor", _pow_one_binade_high, "aten.pow.Tensor_Tensor"),
+    ],
 )
 def test_an_e8m0_scale_one_binade_high_fails_the_mx_training_trace_at_its_op(skip_if_refused, op, kernel, named):
     workload = WORKLOADS["mx_training"]
@@ -85,6 +100,19 @@ def test_an_e8m0_scale_one_binade_high_fails_the_mx_training_trace_at_its_op(ski
     assert _at_the_workloads_lines(got, "mx_training"), problem
     first = got.violations[0]
     assert "differs from the E8M0 decode" in first.problem and first.difference is not None, first.report()
+
+
+def test_a_gemm_of_mx_blocks_accumulating_in_bfloat16_fails_the_mx_training_trace_at_its_mm(skip_if_refused):
+    """Every operand right, the product's partial sums rounded to bfloat16: outside the bound a
+    float32 accumulator gives (K partial sums, one output rounding)."""
+    workload = WORKLOADS["mx_training"]
+    skip_if_refused(workload.refusal("cpu"), "the mx_training workload")
+    got = _traced("mx_training", "mm", _mm_accumulating_in_bfloat16)
+    problem = check(workload, got)
+    assert problem is not None, "the trace is clean"
+    assert {(v.op, v.kind) for v in got.violations} == {("aten.mm.default", "dequantized_gemm")}, problem
+    assert all("outside the exact product" in v.problem for v in got.violations), problem
+    assert _at_the_workloads_lines(got, "mx_training"), problem
 
 
 def test_a_weight_only_dequantize_off_by_its_scale_fails_the_gemm_naming_the_mul(skip_if_refused):

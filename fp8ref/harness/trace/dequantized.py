@@ -97,14 +97,14 @@ class _Power:
     inputs: tuple[TensorInfo, ...]
     outputs: tuple[TensorInfo, ...]
     exponent: torch.Tensor  # float64, flat
-    got: torch.Tensor  # the output, on the CPU, flat
+    got: torch.Tensor  # the output, on the CPU
 
 
 def _tensors(tree: Any) -> list[torch.Tensor]:
     return [v for v in tree_flatten(tree)[0] if isinstance(v, torch.Tensor)]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _writes(func: Any) -> bool:
     return any(a.alias_info is not None and a.alias_info.is_write for a in func._schema.arguments)
 
@@ -120,12 +120,22 @@ def _grown(rel: float, dtype: torch.dtype) -> float:
     return (1 + rel) * (1 + half_ulp(dtype)) - 1
 
 
-def _finite_max(t: torch.Tensor) -> float:
-    """The largest finite magnitude in ``t`` (0 for none): a NaN or infinite element's product is
-    NaN or infinite, compared as such, and bounds nothing else."""
-    a = t.detach().abs()
-    a = a[torch.isfinite(a)]
-    return float(a.max()) if a.numel() else 0.0
+def _factor(packet: str, v: torch.Tensor, named: dict) -> float:
+    """How far ``mul`` or ``div`` may stretch an absolute error of ``v``: the other factor's
+    largest finite magnitude, the divisor's smallest nonzero one's reciprocal (``neg``: 1)."""
+    others = [o for o in named.values() if o is not v and isinstance(o, (torch.Tensor, int, float))]
+    others = [o for o in others if not isinstance(o, bool)]
+    mags = [
+        o.detach().abs().double().reshape(-1) if isinstance(o, torch.Tensor) else torch.tensor([abs(float(o))])
+        for o in others
+    ]
+    mags = [m[torch.isfinite(m)] for m in mags]
+    if packet == "div":
+        small = [float(m[m > 0].min()) for m in mags if bool((m > 0).any())]
+        return 1 / min(small) if small else 1.0
+    if packet == "mul":
+        return max((float(m.max()) for m in mags if m.numel()), default=1.0)
+    return 1.0
 
 
 def _first(bad: torch.Tensor) -> int:
@@ -158,7 +168,7 @@ class Follower:
         if func.namespace != "aten":
             return []
         ins = _tensors((args, kwargs))
-        if any(t.device.type == "meta" for t in ins):  # (no values)
+        if any(t.device.type == "meta" or t.layout != torch.strided for t in ins):  # (no values, or not laid out)
             return []
         if _writes(func):  # (a followed tensor written in place no longer holds its exact value)
             for t in ins:
@@ -238,9 +248,10 @@ class Follower:
         if len(outs) != 1 or not outs[0].is_floating_point():
             return
         named = named_args(func, args, kwargs)
-        if packet == "div" and named.get("other") is not None and named["other"] in self.followed:
-            return  # (a divisor's error is not a relative bound on the quotient: not followed)
-        if packet == "div" and named.get("rounding_mode") is not None:
+        other = named.get("other")
+        if packet == "div" and (named.get("rounding_mode") is not None or named["self"] not in self.followed):
+            return  # (a divisor's error is no relative bound on the quotient; a rounded quotient no product)
+        if packet == "div" and isinstance(other, torch.Tensor) and other in self.followed:
             return
         rel, absolute, made = 0.0, 0.0, ""
         values = [v for v in named.values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
@@ -249,22 +260,20 @@ class Follower:
             if f is None:
                 continue
             made = made or f.made_by
-            if packet == "where":
+            if packet == "where":  # (each element one branch's: no rounding)
                 rel, absolute = max(rel, f.rel), max(absolute, f.absolute)
                 continue
-            others = [o for o in values if o is not v]
-            scale = max((_finite_max(o) for o in others), default=1.0)
-            scale = max(scale, *(abs(float(s)) for s in named.values() if isinstance(s, (int, float))), 1.0)
             rel = (1 + rel) * (1 + f.rel) - 1
-            absolute += f.absolute * scale
+            absolute += f.absolute * _factor(packet, v, named)
         try:
             a, k = self._exact_args(args, kwargs)
             exact = func(*a, **k)
-        except Exception:
+        except Exception:  # (the same op refused on the exact values: stop following, never fail the program)
             return
         if packet != "where":
             rel, absolute = _grown(rel, outs[0].dtype), absolute + _tiny(outs[0].dtype)
-        self._follow(outs[0], exact, rel, absolute, f"{func} at {call_site()}" if packet != "where" else made)
+            made = f"{func} at {call_site()}"
+        self._follow(outs[0], exact, rel, absolute, made)
 
     # --- the GEMM ----------------------------------------------------------------------------------
     def _gemm(self, func: Any, packet: str, args: tuple, kwargs: dict, out: torch.Tensor) -> Linked:
@@ -317,14 +326,16 @@ class Follower:
             return
         ea, ra, aa = self._operand(a, "self" if packet != "addmm" else "mat1", verdict)
         eb, rb, ab = self._operand(b, "mat2", verdict)
+        bias: torch.Tensor | None = None
+        bias_error: torch.Tensor | float = 0.0
+        if packet == "addmm":
+            bias, rc, ac = self._operand(named["self"], "self", verdict)
+            bias_error = rc * bias.abs() + ac
         if verdict.status != "ok":
             return
         bits, tf32 = _accumulator(out)
         if tf32:  # (each operand rounded to TF32's 10 mantissa bits first)
             ra, rb = (1 + ra) * (1 + _TF32_HALF_ULP) - 1, (1 + rb) * (1 + _TF32_HALF_ULP) - 1
-        bias = None
-        if packet == "addmm":
-            bias, _, _ = self._operand(named["self"], "self", verdict)
         batches = [(ea, eb)] if packet != "bmm" else list(zip(ea, eb))
         refs, bounds = [], []
         one = torch.ones((), dtype=torch.float64)
@@ -334,7 +345,7 @@ class Follower:
             k = x.shape[-1]
             operands = (ra + rb + ra * rb) * mag + aa * y.abs().sum(0) + ab * x.abs().sum(1)[:, None] + aa * ab * k
             refs.append(ref)
-            bounds.append(bound + operands + _tiny(out.dtype))
+            bounds.append(bound + operands + bias_error + _tiny(out.dtype))
         ref = refs[0] if packet != "bmm" else torch.stack(refs)
         bound = bounds[0] if packet != "bmm" else torch.stack(bounds)
         got = out.detach().cpu().double()
@@ -370,32 +381,39 @@ class Follower:
             return []
         codes = other.detach().view(torch.uint8).cpu().reshape(-1).clone()
         self.scales.append(codes)
-        linked, waiting = [], []
+        linked: list[Linked] = []
+        waiting: deque[_Power] = deque(maxlen=_WINDOW)
         for p in self.powers:
             verdict = _judge_power(p, codes)
-            (waiting if verdict is None else linked).append((p, verdict))
-        self.powers = deque((p for p, _ in waiting), maxlen=_WINDOW)
-        return [Linked(p.op, p.site, p.inputs, p.outputs, v) for p, v in linked if v is not None]
+            if verdict is None:
+                waiting.append(p)
+            else:
+                linked.append(Linked(p.op, p.site, p.inputs, p.outputs, verdict))
+        self.powers = waiting
+        return linked
 
     def _power(self, func: Any, args: tuple, kwargs: dict, out: Any) -> list[Linked]:
         named = named_args(func, args, kwargs)
         outs = _tensors(out)
         if len(outs) != 1 or not outs[0].is_floating_point() or outs[0].numel() > _MAX_ELEMENTS:
             return []
-        if func.overloadpacket.__name__ == "exp2":
-            exponent = named.get("self")
-        else:
-            base, exponent = named.get("self"), named.get("exponent")
-            two = base == 2 if isinstance(base, (int, float)) else isinstance(base, torch.Tensor) and bool((base == 2).all())
+        exp2 = func.overloadpacket.__name__ == "exp2"
+        exponent = named.get("self" if exp2 else "exponent")
+        if not isinstance(exponent, torch.Tensor) or exponent.numel() != outs[0].numel():
+            return []  # (``x.pow(2)``, a square, among them: no scale)
+        if not exp2:
+            base = named.get("self")
+            if isinstance(base, (int, float)):
+                two = base == 2
+            else:
+                two = isinstance(base, torch.Tensor) and bool((base == 2).all())
             if not two:
                 return []
-        if not isinstance(exponent, torch.Tensor) or exponent.numel() != outs[0].numel():
-            return []
         x = exponent.detach().cpu().double().reshape(-1)
         if not bool((x == x.round()).all()) or not bool((x.abs() <= 128).all()):
             return []  # (an E8M0 exponent is an integer within the bias)
         ins = tuple(self.describe(t, True) for t in _tensors((args, kwargs)))
-        p = _Power(str(func), call_site(), ins, (self.describe(outs[0], True),), x, outs[0].detach().cpu().reshape(-1))
+        p = _Power(str(func), call_site(), ins, (self.describe(outs[0], True),), x, outs[0].detach().cpu())
         for codes in reversed(self.scales):
             verdict = _judge_power(p, codes)
             if verdict is not None:
@@ -419,7 +437,7 @@ def _judge_power(p: _Power, codes: torch.Tensor) -> Verdict | None:
     verdict = Verdict("e8m0_scale")
     nan_code = codes == 0xFF  # (the caller writes NaN there itself)
     want = want.to(p.got.dtype).double()
-    got = p.got.double()
+    got = p.got.double().reshape(-1)
     ok = (got == want) | nan_code
     if bool(ok.all()):
         return verdict
@@ -428,7 +446,7 @@ def _judge_power(p: _Power, codes: torch.Tensor) -> Verdict | None:
     verdict.problem = f"output ({str(p.got.dtype).removeprefix('torch.')}) differs from the E8M0 decode {what}"
     verdict.difference = Difference(
         0,
-        (first,),
+        _unravel(first, tuple(p.got.shape)),
         repr(got[first].item()),
         f"{want[first].item()!r} for E8M0 code 0x{int(codes[first]):02x}",
         int((~ok).sum()),

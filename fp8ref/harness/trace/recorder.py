@@ -1,6 +1,7 @@
 """The dispatch mode that records and checks: every aten op whose inputs or outputs hold a float8
 dtype (and every scaled GEMM) is recorded, with its call site, and held to its kind's check
-(``op_checks``) before the traced code goes on.
+(``op_checks``) before the traced code goes on; so are the calls ``dequantized.Follower`` finds on
+the block-scaled and weight-only paths (an E8M0 scale's power of two, a GEMM of decoded values).
 
 torch's tensors for tracing a program without running it (fake tensors, and functional ones
 over fake or meta tensors: ``torch.export.export``, ``run_decompositions``) hold no values: their

@@ -81,7 +81,8 @@ class Difference:
 @dataclasses.dataclass
 class Record:
     """One traced call. ``kind``: the check it was held to (``movement``, ``cast``, ``values``,
-    ``written``, ``converts``, ``scaled_mm``) or ``unchecked``; ``status``: ``ok``, ``violation``
+    ``written``, ``converts``, ``scaled_mm``; ``e8m0_scale``, ``dequantized_gemm``: ``dequantized``) or
+    ``unchecked``; ``status``: ``ok``, ``violation``
     (``problem`` and ``difference`` say what differs) or ``unchecked`` (``reason`` says why)."""
 
     index: int

@@ -11,11 +11,11 @@ import inspect
 import pytest
 import torch
 
-from fp8ref.harness.trace import Trace, dequantized, trace
+from fp8ref.harness.trace import Trace, trace
 
 E4M3 = torch.float8_e4m3fn
-E8M0 = getattr(torch, "float8_e8m0fnu", None)
-needs_e8m0 = pytest.mark.skipif(E8M0 is None, reason="this torch has no float8_e8m0fnu")
+E8M0: torch.dtype = getattr(torch, "float8_e8m0fnu", torch.uint8)
+needs_e8m0 = pytest.mark.skipif(E8M0 == torch.uint8, reason="this torch has no float8_e8m0fnu")
 
 # E8M0 codes of the four blocks' scales: 2^-3, 2^0, 2^2 and the NaN code
 _CODES = [124, 127, 129, 255]
@@ -77,6 +77,8 @@ def test_a_reciprocal_scale_made_before_its_bytes_are_e8m0_is_linked_when_they_a
 def test_a_power_of_two_one_binade_off_its_e8m0_decode_is_a_violation_naming_the_code():
     """The judge on its own (a torch whose ``exp2`` is wrong: tests/meta/test_mx_gemm_faults.py):
     the NaN code's element is the caller's to write, every other one the decode's, exactly."""
+    from fp8ref.harness.trace import dequantized
+
     codes = torch.tensor(_CODES, dtype=torch.uint8)
     exponent = 127 - codes.double()
     got = torch.exp2(exponent).float() * 2
@@ -106,6 +108,22 @@ def test_a_weight_only_dequantize_rounded_into_bfloat16_is_held_within_its_round
     assert _kinds(got) == [("aten.mm.default", "dequantized_gemm", "ok")], [r.line() for r in got.records]
 
 
+def test_a_biased_and_a_batched_gemm_of_decoded_values_are_held_too():
+    codes, x = _codes_and_activations()
+    bias = torch.linspace(-1, 1, 4).to(torch.bfloat16)
+
+    def program() -> None:
+        w = codes.to(torch.bfloat16) * 0.25
+        torch.addmm(bias, x, w.t())
+        torch.bmm(x.reshape(2, 4, 32), w.t().expand(2, 32, 4))
+
+    got = trace(program)
+    assert _kinds(got) == [
+        ("aten.addmm.default", "dequantized_gemm", "ok"),
+        ("aten.bmm.default", "dequantized_gemm", "ok"),
+    ], [r.line() for r in got.records]
+
+
 def test_a_value_changed_otherwise_is_no_longer_followed_and_its_gemm_not_recorded():
     codes, x = _codes_and_activations()
     got = trace(lambda: torch.mm(x, (codes.to(torch.bfloat16) + 1).t()))
@@ -129,3 +147,22 @@ def test_every_output_of_a_recorded_call_is_pinned_by_the_digest():
     assert one.fingerprint() == other.fingerprint()
     (decode,) = one.records
     assert f"#{decode.outputs[0].sha256}" in one.digest()[0], one.digest()
+
+
+def test_an_nvfp4_dequantize_and_its_gemm_are_checked(skip_if_refused):
+    """torchao's NVFP4: E2M1 elements unpacked by integer arithmetic (taken as unpacked), UE4M3
+    block scales decoded (a float8 decode, held as one) and multiplied in; the GEMM of the result
+    is recorded and held to the exact product."""
+    from fp8ref.harness.stack.probes import torchao_float8_refusal
+    from fp8ref.harness.stack.refusals import import_refusal
+
+    nvfp4 = "torchao.prototype.mx_formats.nvfp4_tensor"
+    skip_if_refused(torchao_float8_refusal() or import_refusal(nvfp4, ("NVFP4Tensor",)), "torchao's NVFP4Tensor")
+    from torchao.prototype.mx_formats.nvfp4_tensor import NVFP4Tensor
+
+    gen = torch.Generator().manual_seed(1)
+    w = torch.randn(32, 64, generator=gen).to(torch.bfloat16)
+    x = torch.randn(16, 64, generator=gen).to(torch.bfloat16)
+    got = trace(lambda: torch.nn.functional.linear(x, NVFP4Tensor.to_nvfp4(w).dequantize(torch.bfloat16)))
+    assert _kinds(got) == [("aten.mm.default", "dequantized_gemm", "ok")], [r.line() for r in got.records]
+    assert any(r.inputs[0].dtype == "float8_e4m3fn" and r.kind == "values" for r in got.records), got.summary()
