@@ -11,6 +11,8 @@ pkg.module:function`` runs it from the command line.
 - ``divergence``: where two pinned runs of one program first part (no torch);
 - ``recorder``: the dispatch mode;
 - ``op_checks``: the check of one recorded call, by its kind;
+- ``dequantized``: the block-scaled and weight-only paths (an E8M0 scale's power of two, the GEMM
+  of values decoded from float8 codes), which touch a float8 dtype only at their ends;
 - ``call_site``: the user's ``file:line``.
 
 - ``compiled``: a program's torch.compile regions run compiled and held to its eager trace at

@@ -1,6 +1,7 @@
 """The dispatch mode that records and checks: every aten op whose inputs or outputs hold a float8
 dtype (and every scaled GEMM) is recorded, with its call site, and held to its kind's check
-(``op_checks``) before the traced code goes on.
+(``op_checks``) before the traced code goes on; so are the calls ``dequantized.Follower`` finds on
+the block-scaled and weight-only paths (an E8M0 scale's power of two, a GEMM of decoded values).
 
 torch's tensors for tracing a program without running it (fake tensors, and functional ones
 over fake or meta tensors: ``torch.export.export``, ``run_decompositions``) hold no values: their
@@ -32,6 +33,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from ..judge.stored import logical_bytes, readable, snapshot
 from ..native.native_op_kinds import UNCHECKED
 from .call_site import call_site
+from .dequantized import Follower, Linked
 from .op_checks import SCALED_GEMMS, check_call, touches_float8
 from .records import Record, TensorInfo, Trace
 
@@ -144,6 +146,7 @@ class TraceMode(TorchDispatchMode):
     def __init__(self, trace: Trace) -> None:
         super().__init__()
         self.trace = trace
+        self.follower = Follower(_info)  # (block-scaled and weight-only paths: ``dequantized``)
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
@@ -167,6 +170,8 @@ class TraceMode(TorchDispatchMode):
         wanted = func.overloadpacket.__name__ in SCALED_GEMMS or touches_float8((args, kwargs))
         before = _before(func, args, kwargs) if wanted else (args, kwargs)
         out = func(*args, **kwargs)
+        for linked in self.follower.after(func, args, kwargs, out):
+            self._linked(linked)
         if not (wanted or touches_float8(out)):
             return out
         verdict = check_call(func, *before, out)
@@ -185,6 +190,14 @@ class TraceMode(TorchDispatchMode):
         if self.notes_eager_compile and _in_compiled_function():
             self.trace.ran_eagerly += 1
         return out
+
+    def _linked(self, linked: Linked) -> None:
+        """A call ``dequantized`` judged (an E8M0 scale's arithmetic, a dequantized GEMM)."""
+        record = Record(len(self.trace.records), linked.op, linked.site, linked.inputs, linked.outputs)
+        verdict = linked.verdict
+        record.kind, record.status, record.reason = verdict.kind, verdict.status, verdict.reason
+        record.problem, record.difference = verdict.problem, verdict.difference
+        self.trace.records.append(record)
 
     def _unchecked(self, func: Any, args: tuple, kwargs: dict, out: Any, reason: str) -> None:
         record = Record(

@@ -81,7 +81,8 @@ class Difference:
 @dataclasses.dataclass
 class Record:
     """One traced call. ``kind``: the check it was held to (``movement``, ``cast``, ``values``,
-    ``written``, ``converts``, ``scaled_mm``) or ``unchecked``; ``status``: ``ok``, ``violation``
+    ``written``, ``converts``, ``scaled_mm``; ``e8m0_scale``, ``dequantized_gemm``: ``dequantized``) or
+    ``unchecked``; ``status``: ``ok``, ``violation``
     (``problem`` and ``difference`` say what differs) or ``unchecked`` (``reason`` says why)."""
 
     index: int
@@ -179,12 +180,13 @@ class Trace:
 
     def digest(self) -> list[str]:
         """The ordered ops with each tensor's dtype, shape and strides and the SHA-256 prefix of
-        each float8 output's bytes: two runs that compute the same float8 codes the same way give
-        the same lines (call sites are left out, so moving code does not change it)."""
+        each output's bytes, whatever its dtype (a GEMM's bfloat16 output as a cast's codes): two
+        runs that compute the same outputs the same way give the same lines (call sites are left
+        out, so moving code does not change it)."""
         out = []
         for r in self.records:
             ins = ", ".join(map(str, r.inputs)) or "-"
-            outs = ", ".join(f"{t} #{t.sha256}" if t.float8 and t.sha256 else str(t) for t in r.outputs) or "-"
+            outs = ", ".join(f"{t} #{t.sha256}" if t.sha256 else str(t) for t in r.outputs) or "-"
             out.append(f"{r.op}: {ins} -> {outs}")
         return out
 

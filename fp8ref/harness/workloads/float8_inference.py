@@ -57,9 +57,14 @@ def refusal(config: str, device: str = "cpu") -> str | None:
     return None if ok else str(result)
 
 
-# the weights' casts into float8 and, weight-only, their decodes for the matmul
+# the weights' casts into float8 and, weight-only, their decodes for the matmul and the two
+# layers' GEMMs of the dequantized weights
 _EXPECTS = {
-    "Float8WeightOnlyConfig": {("aten._to_copy.default", "cast"): 2, ("aten._to_copy.default", "values"): 2},
+    "Float8WeightOnlyConfig": {
+        ("aten._to_copy.default", "cast"): 2,
+        ("aten._to_copy.default", "values"): 2,
+        ("aten.mm.default", "dequantized_gemm"): 2,
+    },
     "Float8DynamicActivationFloat8WeightConfig": {("aten._to_copy.default", "cast"): 4},
 }
 

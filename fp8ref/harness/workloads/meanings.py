@@ -12,9 +12,9 @@ __all__ = ["OWNS", "MEANINGS"]
 OWNS = ("workload",)
 
 _WHAT = (
-    "the trace of the shipped workload {1} (fp8ref/harness/workloads): how many calls touched a float8 dtype, "
+    "the trace of the shipped workload {1} (fp8ref/harness/workloads): how many FP8 calls it recorded, "
     "how many broke the definition, and a digest of the ordered ops, their tensors' dtypes, shapes and strides "
-    "and every float8 output's bytes"
+    "and every recorded call's output bytes"
 )
 _DOES = (
     "the FP8 program a training step runs computed other float8 codes, ran other ops or broke the definition: "
@@ -22,8 +22,8 @@ _DOES = (
 )
 _TEAMS = (
     "the trace of the team's own workload {1}:{2} (pytest --fp8-workload, its dots written '_'): how many "
-    "calls touched a float8 dtype, how many broke the definition, and a digest of the ordered ops, their "
-    "tensors' dtypes, shapes and strides and every float8 output's bytes"
+    "FP8 calls it recorded, how many broke the definition, and a digest of the ordered ops, their "
+    "tensors' dtypes, shapes and strides and every recorded call's output bytes"
 )
 _TEAMS_DOES = (
     "the team's FP8 program computed other float8 codes, ran other ops or broke the definition: the report's "

@@ -66,13 +66,20 @@ def refusal(device: str = "cpu") -> str | None:
     return None if ok else str(result)
 
 
-# per step and layer: the forward's 2 operands, the backward's 4, each cast to E4M3 blocks
-# (with its E8M0 scales) and decoded for the emulated GEMM
+# per step and layer: the forward's 2 operands, the backward's 4, each cast to E4M3 blocks with
+# its E8M0 scales (their reciprocals made by exp2 from the exponent bytes) and decoded for the
+# emulated GEMM (each scale made by pow from the bytes); the layer's 3 GEMMs, of decoded blocks
 WORKLOAD = Workload(
     name="mx_training",
     what="torchao MXFP8 training (emulated, RCEIL) of a 2-layer MLP, two SGD steps",
     module=__name__,
     run=run,
     refusal=refusal,
-    expects={("aten._to_copy.default", "cast"): 12 * STEPS, ("aten.to.dtype", "values"): 12 * STEPS},
+    expects={
+        ("aten._to_copy.default", "cast"): 12 * STEPS,
+        ("aten.to.dtype", "values"): 12 * STEPS,
+        ("aten.exp2.default", "e8m0_scale"): 12 * STEPS,
+        ("aten.pow.Tensor_Tensor", "e8m0_scale"): 12 * STEPS,
+        ("aten.mm.default", "dequantized_gemm"): 6 * STEPS,
+    },
 )

@@ -84,5 +84,8 @@ WORKLOAD = Workload(
         # each step's forward fake-quantizes both layers' activations and weights: into E4M3 and back
         ("aten._to_copy.default", "cast"): 4 * STEPS,
         ("aten._to_copy.default", "values"): 4 * STEPS,
+        # and its GEMMs of fake-quantized values: the 2 forward ones, the second layer's input
+        # gradient and both layers' weight gradients
+        ("aten.mm.default", "dequantized_gemm"): 5 * STEPS,
     },
 )

@@ -24,6 +24,7 @@ from tests.common.params import on_devices
 ON_DEVICES = on_devices(pytest.mark.sm(89, "FP8 tensor cores"))
 
 CAST, SCALED_MM = ("aten._to_copy.default", "cast"), ("aten._scaled_mm.default", "scaled_mm")
+DEQUANTIZED_MM = ("aten.mm.default", "dequantized_gemm")
 # what each program must run, whatever its workload's own list says
 MUST_RUN = {
     "float8_linear.": {CAST, SCALED_MM},
@@ -39,10 +40,11 @@ MUST_RUN = {
         ("aten.split_with_sizes.default", "movement"),
         ("aten.split.Tensor", "movement"),
     },
-    "float8_inference.": {CAST},
-    "mx_training": {CAST, ("aten.to.dtype", "values")},
+    "float8_inference.Float8WeightOnlyConfig": {CAST, DEQUANTIZED_MM},
+    "float8_inference.Float8DynamicActivationFloat8WeightConfig": {CAST},
+    "mx_training": {CAST, ("aten.to.dtype", "values"), ("aten.exp2.default", "e8m0_scale"), DEQUANTIZED_MM},
     "exported": {CAST, SCALED_MM},
-    "qat": {CAST, ("aten._to_copy.default", "values")},
+    "qat": {CAST, ("aten._to_copy.default", "values"), DEQUANTIZED_MM},
     "accelerate_fp8": {CAST, SCALED_MM, ("aten.pad.default", "written")},
     "compiled.": {CAST, SCALED_MM},
 }
