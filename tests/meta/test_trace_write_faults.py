@@ -98,3 +98,77 @@ def test_the_programs_trace_clean_on_torchs_own_kernels():
         assert not found.violations, "\n".join(v.report() for v in found.violations)
         record = _judged(found.records, op)
         assert record.status == "ok" and record.kind != "unchecked", record.report()
+
+
+# --- a write beside the view: fill_ into a slice that also stores one byte past its end --------------
+def _fill_one_past_the_view(self, value):
+    """fill_, right on every element of the view; into a float8 slice it also flips the low bit of
+    the byte just past the view's last element (a store one element too long)."""
+    self.copy_(torch.tensor(float(value)).expand(self.shape))  # (copy_: no kernel this fault replaces)
+    if self.dtype == E4M3 and self.numel():
+        last = self.storage_offset() + sum((n - 1) * s for n, s in zip(self.shape, self.stride()))
+        raw = torch.empty(0, dtype=torch.uint8).set_(self.untyped_storage(), last + 1, (1,), (1,))
+        if last + 1 < self.untyped_storage().nbytes():
+            raw[0] ^= 0x01
+    return self
+
+
+@contextlib.contextmanager
+def _broken_fill() -> Iterator[None]:
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        lib.impl("fill_.Scalar", _fill_one_past_the_view, "CPU")
+    try:
+        yield
+    finally:
+        lib._destroy()
+
+
+def _fill_a_slice() -> None:
+    x = torch.linspace(-2, 2, 64).reshape(8, 8).to(E4M3)
+    x[2:4].fill_(0.5)  # <- fill
+    x.t().contiguous()
+
+
+def test_a_write_beside_the_view_is_a_violation_at_the_op_that_wrote_it():
+    """The view's own elements are right, so only the bytes beside it tell: the fill_ is the
+    violation, not a later op that reads the changed byte."""
+    with _broken_fill():
+        got = trace(_fill_a_slice)
+    assert [(v.op, v.site) for v in got.violations] == [("aten.fill_.Scalar", _line("fill"))], [
+        v.report() for v in got.violations
+    ]
+    assert "outside the view it was given" in got.violations[0].problem
+
+
+def test_torchs_own_fill_of_a_slice_is_clean():
+    got = trace(_fill_a_slice)
+    assert not got.violations and any(r.op == "aten.fill_.Scalar" and r.status == "ok" for r in got.records)
+
+
+# --- codes on a plain subclass (as_subclass) are read, not waved through ---------------------------
+class _Tagged(torch.Tensor):
+    """A subclass with no dispatch of its own: its storage is real memory, its ops plain ops."""
+
+
+def _clone_a_tagged() -> None:
+    x = torch.linspace(-2, 2, 64).reshape(8, 8).to(E4M3).as_subclass(_Tagged).t()
+    x.clone()  # <- tagged
+
+
+def test_a_plain_subclass_is_judged_like_a_tensor():
+    from tests.meta.test_one_byte_kernel_faults import _clone, broken
+
+    clean = trace(_clone_a_tagged)
+    assert not clean.unchecked, [r.line() for r in clean.unchecked]
+    with broken("clone", _clone):
+        got = trace(_clone_a_tagged)
+    assert [(v.op, v.site) for v in got.violations] == [("aten.clone.default", _line("tagged"))]
+
+
+def test_float8_bytes_viewed_as_uint8_are_not_counted_as_checked():
+    """x.view(torch.uint8) leaves float8: there is nothing to judge, so it must not read as a pass."""
+    got = trace(lambda: torch.ones(4, 4).to(E4M3).t().view(torch.uint8))
+    (view,) = [r for r in got.records if r.op == "aten.view.dtype"]
+    assert view.status == "unchecked" and "reinterpreted as uint8" in view.reason, view.line()

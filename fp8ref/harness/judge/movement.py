@@ -113,6 +113,8 @@ def judge_movement(
     in the kinds table (``as_strided`` and the like tag whole storages)."""
     if any(isinstance(v, float) for v in _leaves((args, kwargs))):
         return Moved("unchecked", "a Python float among its arguments: no code holds it")
+    if not any(isinstance(g, torch.Tensor) and g.dtype in float8 for g in _leaves(out)):  # (nothing judged: no pass)
+        return Moved("unchecked", "no float8 output: the codes left float8 (a view as another dtype)")
     tags = _Tags(float8, name.split(".")[0] in FULL_STORAGE_OPS)
     tagged_args, tagged_kwargs = tree_map(tags.tag, args), tree_map(tags.tag, kwargs)
     if tags.refused:

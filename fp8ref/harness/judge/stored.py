@@ -13,26 +13,37 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import weakref
 
 import torch
 
 from ...reference.codec import decode_table
 from ...reference.formats import FloatFormat
 
-__all__ = ["positions", "stored_codes", "codes_at", "logical_bytes", "snapshot", "partial", "values_of", "readable"]
+__all__ = [
+    "positions",
+    "stored_codes",
+    "codes_at",
+    "logical_bytes",
+    "snapshot",
+    "partial",
+    "written_outside",
+    "values_of",
+    "readable",
+]
 
 
 def readable(t: torch.Tensor) -> bool:
-    """Whether ``t`` holds bytes to read: a plain strided tensor on a real device (not meta, not a
-    fake or functional tensor, not a subclass wrapping others)."""
-    return (
-        type(t) in (torch.Tensor, torch.nn.Parameter)
-        and t.layout == torch.strided
-        and t.device.type != "meta"
-        and not t.is_quantized
-        and (t.untyped_storage().data_ptr() != 0 or t.untyped_storage().nbytes() == 0)
-    )
+    """Whether ``t`` holds bytes to read: a strided tensor whose storage is real memory on a real
+    device (a plain tensor, a parameter, a subclass made by ``as_subclass``), not a meta, fake or
+    functional tensor, nor a wrapper subclass, whose storage holds no values."""
+    if not isinstance(t, torch.Tensor) or t.layout != torch.strided or t.device.type == "meta" or t.is_quantized:
+        return False
+    try:
+        storage = t.untyped_storage()
+        real = storage.device.type != "meta" and (storage.data_ptr() != 0 or storage.nbytes() == 0)
+    except (RuntimeError, NotImplementedError, TypeError):  # (a wrapper subclass has no storage to give)
+        return False
+    return real
 
 
 def positions(size: tuple[int, ...], stride: tuple[int, ...], offset: int) -> torch.Tensor:
@@ -133,7 +144,7 @@ def logical_bytes(t: torch.Tensor) -> bytes:
 # storages up to this many bytes are kept whole (a view's storage offset and every byte an
 # ``as_strided`` of it may reach stay as they were); a larger one keeps the bytes its view reaches
 WHOLE_STORAGE_BYTES = 1 << 22
-_PARTIAL: weakref.WeakSet[torch.Tensor] = weakref.WeakSet()
+_KEPT = "_fp8ref_kept"  # a snapshot's attribute: (first byte kept, bytes kept, original storage's address, its size)
 
 
 def snapshot(t: torch.Tensor) -> torch.Tensor:
@@ -142,7 +153,8 @@ def snapshot(t: torch.Tensor) -> torch.Tensor:
     memory, never by ``clone``, whose kernel is under check."""
     if t.numel() == 0:
         return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device)
-    size, nbytes = t.element_size(), t.untyped_storage().nbytes()
+    size, storage = t.element_size(), t.untyped_storage()
+    nbytes = storage.nbytes()
     if nbytes <= WHOLE_STORAGE_BYTES:
         lo, hi = 0, nbytes // size - 1
     else:
@@ -152,12 +164,38 @@ def snapshot(t: torch.Tensor) -> torch.Tensor:
     if t.device.type != "cpu":
         held = held.to(t.device)  # (one contiguous block: a memory copy)
     kept = held.as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset() - lo)
-    if lo or hi + 1 < nbytes // size:
-        _PARTIAL.add(kept)
+    setattr(kept, _KEPT, (lo * size, (hi - lo + 1) * size, storage.data_ptr(), nbytes))
     return kept
 
 
 def partial(t: torch.Tensor) -> bool:
     """Whether ``t`` is a snapshot that kept only the bytes its view reaches (its storage offset
     is not the original's)."""
-    return t in _PARTIAL
+    kept = getattr(t, _KEPT, None)
+    return kept is not None and (kept[0] > 0 or kept[1] < kept[3])
+
+
+def written_outside(after: torch.Tensor, kept: torch.Tensor) -> tuple[int, int, int, int] | None:
+    """The bytes of ``after``'s storage outside its view that differ from its snapshot ``kept``
+    (taken before an op wrote into ``after``): ``(how many, the first one's storage byte, was,
+    now)``, or None when none did (or the snapshot cannot tell: the op gave ``after`` another
+    storage, or nothing was kept)."""
+    meta = getattr(kept, _KEPT, None)
+    if meta is None or not readable(after):
+        return None
+    first, count, address, nbytes = meta
+    storage = after.untyped_storage()
+    if storage.data_ptr() != address or storage.nbytes() != nbytes:  # (set_, resize_: another storage)
+        return None
+    now, was = _as_int64(_raw(after, first, count)), _as_int64(_raw(kept, 0, count))
+    differ = now != was
+    if after.numel() and bool(differ.any()):
+        size = after.element_size()
+        pos, _, _ = _span(after)
+        inside = ((pos.reshape(-1, 1) * size + torch.arange(size, dtype=torch.int64)).reshape(-1)) - first
+        inside = inside[(inside >= 0) & (inside < count)]
+        differ[inside] = False
+    if not bool(differ.any()):
+        return None
+    at = int(differ.nonzero()[0])
+    return int(differ.sum()), first + at, int(was[at]), int(now[at])

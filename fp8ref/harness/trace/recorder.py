@@ -30,11 +30,11 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ..judge.stored import logical_bytes, readable, snapshot
+from ..judge.stored import logical_bytes, readable, snapshot, written_outside
 from ..native.native_op_kinds import UNCHECKED
 from .call_site import call_site
 from .dequantized import Follower, Linked
-from .op_checks import SCALED_GEMMS, check_call, touches_float8
+from .op_checks import FLOAT8, SCALED_GEMMS, check_call, touches_float8
 from .records import Record, TensorInfo, Trace
 
 __all__ = ["TraceMode", "CompiledTraceMode"]
@@ -89,20 +89,43 @@ def _input_infos(func: Any, args: tuple, kwargs: dict) -> tuple[TensorInfo, ...]
     return tuple(_info(t, name not in written) for name, v in named for t in _tensors(v))
 
 
-def _before(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+def _before(func: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict, list[tuple[str, torch.Tensor, torch.Tensor]]]:
     """The arguments as the op finds them: a snapshot of each tensor it writes to (its schema says
     which), taken before it runs, as memory (``judge.stored.snapshot``: ``clone`` is a kernel
-    under check)."""
+    under check); and each such ``(argument name, tensor, snapshot)``, to find the bytes the op
+    wrote outside the view it was given."""
     written = _written(func)
     if not written:
-        return args, kwargs
+        return args, kwargs, []
+    kept: list[tuple[str, torch.Tensor, torch.Tensor]] = []
 
-    def copy(v: Any) -> Any:
-        return tree_map(lambda t: (snapshot(t) if readable(t) else t.clone()) if isinstance(t, torch.Tensor) else t, v)
+    def copy(name: str, v: Any) -> Any:
+        def one(t: Any) -> Any:
+            if not isinstance(t, torch.Tensor):
+                return t
+            if not readable(t):
+                return t.clone()
+            held = snapshot(t)
+            kept.append((name, t, held))
+            return held
+
+        return tree_map(one, v)
 
     names = [a.name for a in func._schema.arguments]
-    args = tuple(copy(v) if i < len(names) and names[i] in written else v for i, v in enumerate(args))
-    return args, {k: copy(v) if k in written else v for k, v in kwargs.items()}
+    args = tuple(copy(names[i], v) if i < len(names) and names[i] in written else v for i, v in enumerate(args))
+    return args, {k: copy(k, v) if k in written else v for k, v in kwargs.items()}, kept
+
+
+def _strays(kept: list[tuple[str, torch.Tensor, torch.Tensor]]) -> str:
+    """A float8 destination's bytes outside its view that the op wrote, said in a line ('' when none)."""
+    for name, tensor, held in kept:
+        if tensor.dtype in FLOAT8 and (stray := written_outside(tensor, held)) is not None:
+            count, at, was, now = stray
+            return (
+                f"{name}: wrote {count} byte(s) of its storage outside the view it was given "
+                f"(first at storage byte {at}: was 0x{was:02x}, now 0x{now:02x})"
+            )
+    return ""
 
 
 def _is_custom_op(func: Any) -> bool:
@@ -168,13 +191,16 @@ class TraceMode(TorchDispatchMode):
             with self:
                 return func.redispatch(_below_python((args, kwargs)), *args, **kwargs)
         wanted = func.overloadpacket.__name__ in SCALED_GEMMS or touches_float8((args, kwargs))
-        before = _before(func, args, kwargs) if wanted else (args, kwargs)
+        before_args, before_kwargs, kept = _before(func, args, kwargs) if wanted else (args, kwargs, [])
+        before = (before_args, before_kwargs)
         out = func(*args, **kwargs)
         for linked in self.follower.after(func, args, kwargs, out):
             self._linked(linked)
         if not (wanted or touches_float8(out)):
             return out
         verdict = check_call(func, *before, out)
+        if (stray := _strays(kept)) and verdict.status != "violation":  # (bytes beside its view: no output of it)
+            verdict.status, verdict.reason, verdict.problem = "violation", "", stray
         uninitialized = verdict.reason == UNCHECKED["empty"]  # (its bytes are whatever memory held)
         record = Record(
             index=len(self.trace.records),
