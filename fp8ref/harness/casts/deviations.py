@@ -21,6 +21,7 @@ import torch
 
 from ...reference.codec import encode
 from ...reference.formats import E8M0FNU, FloatFormat
+from ..judge.stored import stored_codes
 from .implementations import Implementation
 
 __all__ = [
@@ -225,7 +226,7 @@ def _abs_keeps_the_sign_of_negative_zero(
     code = _input_code(codes_in, out)
     if code is None or out.dtype != fmt.torch_dtype():
         return torch.zeros(out.shape, dtype=torch.bool)
-    return (code == 0x80) & (out.contiguous().view(torch.uint8) == 0x80)
+    return (code == 0x80) & (stored_codes(out) == 0x80)  # (read from storage: judge.stored)
 
 
 def _isfinite_of_the_e8m0_nan(

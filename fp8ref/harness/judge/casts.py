@@ -8,6 +8,7 @@ behaviour profile pins which)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
@@ -16,7 +17,7 @@ from ...reference.definition import overflows, round_by_definition
 from ...reference.formats import FloatFormat
 from ..casts.deviations import for_format
 
-__all__ = ["Reading", "rounded", "cast_readings", "agrees", "excused_cast_deviations"]
+__all__ = ["Reading", "rounded", "cast_readings", "agrees", "unsigned_ok", "unsigned_answer", "excused_cast_deviations"]
 
 
 @dataclasses.dataclass
@@ -29,9 +30,11 @@ class Reading:
     saturated: torch.Tensor
     out_of_range: torch.Tensor
     # where the format holds no value of the input's sign (an unsigned format with no zero, E8M0:
-    # zero and negatives): the definition gives no code; the install's is pinned, not judged here
-    # (cast.e8m0fnu.f32.ties_and_zero)
+    # zero and negatives) the definition gives no code; two answers are accepted there, and which
+    # came is observed (``unsigned_answer``): NaN, or the code of the magnitude (zero the smallest
+    # value), torch's (pinned as cast.e8m0fnu.f32.ties_and_zero and the bf16/f16 no_encoding keys)
     undefined: torch.Tensor
+    magnitude: torch.Tensor  # the magnitude's answer there (NaN elsewhere)
 
 
 def rounded(x: torch.Tensor, fmt: FloatFormat, name: str) -> Reading:
@@ -44,7 +47,12 @@ def rounded(x: torch.Tensor, fmt: FloatFormat, name: str) -> Reading:
         want, saturated = round_by_definition(x, fmt), round_by_definition(x, fmt, saturate=True)
     xd = x.double()
     undefined = (xd <= 0) if not fmt.signed else torch.zeros(xd.shape, dtype=torch.bool)
-    return Reading(name, want, saturated, overflows(xd, fmt) | torch.isinf(xd), undefined)
+    magnitude = torch.full(xd.shape, math.nan, dtype=torch.float64)
+    if bool(undefined.any()):
+        smallest = torch.full(xd.shape, fmt.min_subnormal)  # (the smallest value: E8M0 2^-127)
+        magnitude = torch.where(xd == 0, smallest.double(), round_by_definition(xd.abs(), fmt, saturate=True))
+        magnitude = torch.where(undefined, magnitude, torch.full_like(magnitude, math.nan))
+    return Reading(name, want, saturated, overflows(xd, fmt) | torch.isinf(xd), undefined, magnitude)
 
 
 def cast_readings(x: torch.Tensor, fmt: FloatFormat) -> list[Reading]:
@@ -61,8 +69,22 @@ def agrees(got: torch.Tensor, readings: list[Reading]) -> torch.Tensor:
     or, where the value is out of range, saturated (any NaN for a NaN, -0 apart from +0)."""
     ok = torch.zeros(got.shape, dtype=torch.bool)
     for r in readings:
-        ok |= _same(got, r.want) | (r.out_of_range & _same(got, r.saturated)) | r.undefined
+        ok |= _same(got, r.want) | (r.out_of_range & _same(got, r.saturated)) | unsigned_ok(got, r)
     return ok
+
+
+def unsigned_ok(got: torch.Tensor, r: Reading) -> torch.Tensor:
+    """Where the format has no code for the input (``Reading.undefined``): NaN or the magnitude's."""
+    return r.undefined & (torch.isnan(got) | _same(got, r.magnitude))
+
+
+def unsigned_answer(got: torch.Tensor, r: Reading) -> str | None:
+    """Which answer came where the format has no code for the input: ``nan``, ``magnitude``,
+    ``mixed``; None when no element is such."""
+    if not bool(r.undefined.any()):
+        return None
+    nan, mag = torch.isnan(got[r.undefined]), _same(got, r.magnitude)[r.undefined]
+    return "nan" if bool(nan.all()) else "magnitude" if bool(mag.all()) else "mixed"
 
 
 def _same(got: torch.Tensor, want: torch.Tensor) -> torch.Tensor:

@@ -25,16 +25,18 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..stack.refusals import first_words, survey
-from .stored import WHOLE_STORAGE_BYTES, codes_at, partial, positions, readable, stored_codes
+from .stored import bounds, codes_at, partial, readable, stored_codes
 
-__all__ = ["Moved", "judge_movement", "FULL_STORAGE_OPS"]
+__all__ = ["Moved", "judge_movement", "FULL_STORAGE_OPS", "TAG_LIMIT"]
 
 _SHIFT = 40  # tag = (input number + 1) << 40 | storage position
 _POSITION = (1 << _SHIFT) - 1
 # ops that read a storage position named by an argument, not by the view: their tags cover the
 # whole storage (a view of one deeper in it reaches positions outside the view)
 FULL_STORAGE_OPS = frozenset("as_strided as_strided_ as_strided_copy as_strided_scatter set_ set".split())
-_FULL_STORAGE_LIMIT = WHOLE_STORAGE_BYTES  # codes: tags are 8 bytes each (32 MiB)
+# the most codes one input's tags may span: 8 bytes a code (128 MiB); a gather from a larger
+# table (a float8 embedding, a KV cache) is left unchecked, with why
+TAG_LIMIT = 1 << 24
 
 
 @dataclasses.dataclass
@@ -88,14 +90,17 @@ class _Tags:
         if self.full:
             if partial(v):
                 self.refused = "kept as the bytes its view reaches (a large storage): a storage position names others"
-            elif storage > _FULL_STORAGE_LIMIT:
-                self.refused = f"a storage of {storage} codes: more than fp8ref tags whole ({_FULL_STORAGE_LIMIT})"
+                return v
             lo, hi = 0, max(storage - 1, 0)
         elif v.numel():
-            pos = positions(tuple(v.shape), tuple(v.stride()), int(v.storage_offset()))
-            lo, hi = int(pos.min()), int(pos.max())
+            lo, hi = bounds(v)
         else:
             lo = hi = int(v.storage_offset())
+        if hi - lo + 1 > TAG_LIMIT:  # (refused before any tag is made: 8 bytes a code)
+            self.refused = (
+                f"a span of {hi - lo + 1} codes to tag: more than fp8ref tags ({TAG_LIMIT}, {TAG_LIMIT >> 17} MiB)"
+            )
+            return v
         base = torch.arange(lo, hi + 1, dtype=torch.int64) + (number << _SHIFT)
         return base.as_strided(tuple(v.shape), tuple(v.stride()), v.storage_offset() - lo)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 
 import torch
 
@@ -43,7 +44,15 @@ def readable(t: torch.Tensor) -> bool:
         real = storage.device.type != "meta" and (storage.data_ptr() != 0 or storage.nbytes() == 0)
     except (RuntimeError, NotImplementedError, TypeError):  # (a wrapper subclass has no storage to give)
         return False
-    return real
+    # (a view past its storage's end, FSDP's freed storage resized to 0: no bytes there to read)
+    return real and (t.numel() == 0 or (bounds(t)[1] + 1) * t.element_size() <= storage.nbytes())
+
+
+def bounds(t: torch.Tensor) -> tuple[int, int]:
+    """The first and last storage positions (in elements) a non-empty strided view reaches, by
+    arithmetic on its sizes, strides and offset (torch's strides are never negative)."""
+    first = int(t.storage_offset())
+    return first, first + sum((int(n) - 1) * int(s) for n, s in zip(t.shape, t.stride()) if n)
 
 
 def positions(size: tuple[int, ...], stride: tuple[int, ...], offset: int) -> torch.Tensor:
@@ -88,10 +97,15 @@ def _numpy() -> object | None:
 
 
 def _as_int64(raw: bytes) -> torch.Tensor:
+    """``raw``'s bytes widened to int64: by numpy where it is there; without it by torch's
+    conversion of a contiguous uint8 buffer (a cast reading one byte an element, not the movement
+    kernels under check; a Python list of the bytes would take gigabytes for a large tensor)."""
     np = _numpy()
     if np is not None:
         return torch.from_numpy(np.frombuffer(raw, dtype=np.uint8).astype(np.int64))  # type: ignore[attr-defined]
-    return torch.tensor(list(raw), dtype=torch.int64)
+    if not raw:
+        return torch.zeros(0, dtype=torch.int64)
+    return torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(torch.int64)
 
 
 def _to_bytes(values: torch.Tensor) -> bytes:
@@ -101,6 +115,16 @@ def _to_bytes(values: torch.Tensor) -> bytes:
     return bytes(values.tolist())
 
 
+def _gather(raw: bytes, index: torch.Tensor) -> torch.Tensor:
+    """``raw``'s bytes at ``index`` (int64, any shape), as int64: through numpy where it is there
+    (the bytes gathered in place, only the picked ones widened), else a list of the span."""
+    np = _numpy()
+    if np is not None:
+        picked = np.frombuffer(raw, dtype=np.uint8)[index.numpy()]  # type: ignore[attr-defined]
+        return torch.from_numpy(picked.astype(np.int64))  # type: ignore[attr-defined]
+    return _as_int64(raw)[index]
+
+
 def codes_at(t: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     """The bytes of one-byte ``t``'s storage at positions ``pos`` (int64, any shape), as int64."""
     if t.element_size() != 1:
@@ -108,12 +132,22 @@ def codes_at(t: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
     if pos.numel() == 0:
         return torch.zeros(pos.shape, dtype=torch.int64)
     lo, hi = int(pos.min()), int(pos.max())
-    return _as_int64(_raw(t, lo, hi - lo + 1))[pos - lo]
+    return _gather(_raw(t, lo, hi - lo + 1), pos - lo)
 
 
 def stored_codes(t: torch.Tensor) -> torch.Tensor:
     """A one-byte tensor's codes in its logical order, as int64 on the CPU, read from its storage."""
-    return codes_at(t, positions(tuple(t.shape), tuple(t.stride()), int(t.storage_offset())))
+    if t.element_size() != 1:
+        raise ValueError(f"t: a one-byte dtype holds codes, got {t.dtype}")
+    if t.numel() == 0:
+        return torch.zeros(tuple(t.shape), dtype=torch.int64)
+    lo, hi = bounds(t)
+    if t.is_contiguous():  # (its elements are its storage's bytes in order)
+        return _as_int64(_raw(t, lo, t.numel())).reshape(tuple(t.shape))
+    raw = _raw(t, lo, hi - lo + 1)
+    return _as_int64(_in_order(raw, tuple(t.shape), tuple(t.stride()), int(t.storage_offset()) - lo, 1)).reshape(
+        tuple(t.shape)
+    )
 
 
 def values_of(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
@@ -121,9 +155,29 @@ def values_of(codes: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
     return decode_table(fmt).double()[codes.long()]
 
 
-def _span(t: torch.Tensor) -> tuple[torch.Tensor, int, int]:
-    pos = positions(tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
-    return pos, int(pos.min()), int(pos.max())
+def _in_order(raw: bytes, shape: tuple[int, ...], stride: tuple[int, ...], offset: int, size: int) -> bytes:
+    """The elements (``size`` bytes each) of the strided view ``shape``/``stride``/``offset`` (in
+    elements, from ``raw``'s start) over ``raw``, in logical order: numpy's strided view where numpy
+    is there (its copy is the only one made), else in slices along the first dimension (positions
+    for one slice at a time)."""
+    np = _numpy()
+    if np is not None:
+        flat = np.frombuffer(raw, dtype=np.dtype(f"V{size}") if size > 1 else np.uint8)  # type: ignore[attr-defined]
+        view = np.lib.stride_tricks.as_strided(  # type: ignore[attr-defined]
+            flat[offset:], shape=shape, strides=tuple(s * size for s in stride), writeable=False
+        )
+        return bytes(view.tobytes())
+    out = bytearray()
+    wide = _as_int64(raw)
+    rows = shape[0] if shape else 1
+    step = max(1, (1 << 20) // max(1, math.prod(shape[1:])))
+    for first in range(0, rows, step):
+        n = min(step, rows - first)
+        part = (n, *shape[1:]) if shape else ()
+        pos = positions(part, stride, offset + first * (stride[0] if shape else 0)).reshape(-1)
+        index = (pos * size).reshape(-1, 1) + torch.arange(size, dtype=torch.int64)
+        out += bytes(wide[index.reshape(-1)].tolist())
+    return bytes(out)
 
 
 def logical_bytes(t: torch.Tensor) -> bytes:
@@ -132,13 +186,11 @@ def logical_bytes(t: torch.Tensor) -> bytes:
     if t.numel() == 0:
         return b""
     size = t.element_size()
-    pos, lo, hi = _span(t)
+    lo, hi = bounds(t)
+    if t.is_contiguous():  # (laid out in order already)
+        return _raw(t, lo * size, t.numel() * size)
     raw = _raw(t, lo * size, (hi - lo + 1) * size)
-    flat = pos.reshape(-1)
-    if hi - lo + 1 == flat.numel() and bool((flat == torch.arange(lo, hi + 1)).all()):
-        return raw  # (laid out in order already)
-    index = ((flat - lo) * size).reshape(-1, 1) + torch.arange(size, dtype=torch.int64)
-    return _to_bytes(_as_int64(raw)[index.reshape(-1)])
+    return _in_order(raw, tuple(t.shape), tuple(t.stride()), int(t.storage_offset()) - lo, size)
 
 
 # storages up to this many bytes are kept whole (a view's storage offset and every byte an
@@ -147,22 +199,24 @@ WHOLE_STORAGE_BYTES = 1 << 22
 _KEPT = "_fp8ref_kept"  # a snapshot's attribute: (first byte kept, bytes kept, original storage's address, its size)
 
 
-def snapshot(t: torch.Tensor) -> torch.Tensor:
+def snapshot(t: torch.Tensor, host: bool = False) -> torch.Tensor:
     """``t`` as it is now, in a buffer of its own: its dtype, device, shape and strides and the
     bytes of its storage (``partial`` says when only those its view reaches were kept), copied as
-    memory, never by ``clone``, whose kernel is under check."""
+    memory, never by ``clone``, whose kernel is under check. ``host``: kept on the CPU whatever
+    ``t``'s device."""
+    device = torch.device("cpu") if host else t.device
     if t.numel() == 0:
-        return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device)
+        return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=device)
     size, storage = t.element_size(), t.untyped_storage()
     nbytes = storage.nbytes()
     if nbytes <= WHOLE_STORAGE_BYTES:
         lo, hi = 0, nbytes // size - 1
     else:
-        _, lo, hi = _span(t)
+        lo, hi = bounds(t)
     buffer = torch.frombuffer(bytearray(_raw(t, lo * size, (hi - lo + 1) * size)), dtype=torch.uint8)
     held = buffer.view(t.dtype)
-    if t.device.type != "cpu":
-        held = held.to(t.device)  # (one contiguous block: a memory copy)
+    if device.type != "cpu":
+        held = held.to(device)  # (one contiguous block: a memory copy)
     kept = held.as_strided(tuple(t.shape), tuple(t.stride()), t.storage_offset() - lo)
     setattr(kept, _KEPT, (lo * size, (hi - lo + 1) * size, storage.data_ptr(), nbytes))
     return kept
@@ -191,7 +245,7 @@ def written_outside(after: torch.Tensor, kept: torch.Tensor) -> tuple[int, int, 
     differ = now != was
     if after.numel() and bool(differ.any()):
         size = after.element_size()
-        pos, _, _ = _span(after)
+        pos = positions(tuple(after.shape), tuple(after.stride()), int(after.storage_offset()))
         inside = ((pos.reshape(-1, 1) * size + torch.arange(size, dtype=torch.int64)).reshape(-1)) - first
         inside = inside[(inside >= 0) & (inside < count)]
         differ[inside] = False

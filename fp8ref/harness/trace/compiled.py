@@ -32,6 +32,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
+from ..judge.stored import logical_bytes
 from .records import Trace
 from .regions import compare_regions, regions_recorded
 
@@ -64,11 +65,11 @@ def bitwise_differences(eager: Any, compiled: Any) -> list[str]:
             if x.dtype != y.dtype or x.shape != y.shape:
                 out.append(f"output {i}: {x.dtype}{tuple(x.shape)} eagerly, {y.dtype}{tuple(y.shape)} compiled")
                 continue
-            xb = x.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
-            yb = y.detach().cpu().contiguous().reshape(-1).view(torch.uint8)
-            if not torch.equal(xb, yb):
-                n = int((xb != yb).sum())
-                out.append(f"output {i} ({x.dtype}{tuple(x.shape)}): {n} of {xb.numel()} bytes differ compiled")
+            # (each one's bytes in logical order read from its storage: judge.stored, no kernel under check)
+            xb, yb = logical_bytes(x.detach()), logical_bytes(y.detach())
+            if xb != yb:
+                n = sum(p != q for p, q in zip(xb, yb))
+                out.append(f"output {i} ({x.dtype}{tuple(x.shape)}): {n} of {len(xb)} bytes differ compiled")
         elif x != y:
             out.append(f"output {i}: {x!r} eagerly, {y!r} compiled")
     return out

@@ -39,9 +39,9 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 from torch.utils.weak import WeakIdKeyDictionary
 
-from ...reference.codec import decode
 from ...reference.formats import E8M0FNU
 from ..gemm.gemm_probes import half_ulp, reference_bound
+from ..judge.stored import stored_codes, values_of
 from ..stack.refusals import first_words
 from .call_site import call_site
 from .op_checks import FLOAT8, Verdict, _decoded, named_args
@@ -379,7 +379,7 @@ class Follower:
         other = outs[0] if ins[0].dtype == E8M0 else ins[0]
         if other.dtype not in (torch.uint8, E8M0) or other.numel() > _MAX_ELEMENTS:
             return []
-        codes = other.detach().view(torch.uint8).cpu().reshape(-1).clone()
+        codes = stored_codes(other.detach()).reshape(-1)  # (read from storage: judge.stored)
         self.scales.append(codes)
         linked: list[Linked] = []
         waiting: deque[_Power] = deque(maxlen=_WINDOW)
@@ -429,9 +429,9 @@ def _judge_power(p: _Power, codes: torch.Tensor) -> Verdict | None:
         return None
     e = codes.double() - E8M0FNU.bias
     if torch.equal(p.exponent, e):
-        want, what = decode(codes, E8M0FNU).double(), "2^(e-127)"
+        want, what = values_of(codes, E8M0FNU), "2^(e-127)"
     elif torch.equal(p.exponent, -e):
-        want, what = 1 / decode(codes, E8M0FNU).double(), "2^(127-e)"
+        want, what = 1 / values_of(codes, E8M0FNU), "2^(127-e)"
     else:
         return None
     verdict = Verdict("e8m0_scale")

@@ -40,7 +40,7 @@ from ...reference.definition import round_by_definition
 from ...reference.formats import FloatFormat, select
 from ..gemm.documented_accumulator import within_bits
 from ..gemm.gemm_probes import reference_bound
-from ..judge.casts import Reading, cast_readings, excused_cast_deviations, rounded
+from ..judge.casts import Reading, cast_readings, excused_cast_deviations, rounded, unsigned_answer, unsigned_ok
 from ..judge.movement import judge_movement
 from ..judge.stored import stored_codes, values_of
 from ..native.native_checks import OpCheck, _known_deviation_elements, _same_numbers
@@ -215,7 +215,9 @@ def _judge_float8(
     sat = [r.out_of_range & _same_numbers(got_v, r.saturated, None) for r in readings]
     ok = torch.zeros_like(plain[0])
     for p, s, r in zip(plain, sat, readings):
-        ok |= p | s | r.undefined
+        ok |= p | s | unsigned_ok(got_v, r)
+    if (came := unsigned_answer(got_v, readings[0])) is not None:  # (no code by the definition: observed)
+        verdict.observed[f"output {j} no {fmt.name} code (zero or negative)"] = came
     oor = readings[0].out_of_range
     for r in readings[1:]:
         oor = oor | r.out_of_range

@@ -20,6 +20,8 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_map
 
+from ..judge.stored import readable, snapshot
+
 __all__ = ["RegionCall", "regions_recorded", "compare_regions"]
 
 
@@ -53,7 +55,15 @@ class _EagerRegion(torch.nn.Module):
 
 
 def _kept(value: Any) -> Any:
-    return tree_map(lambda t: t.detach().cpu().clone() if isinstance(t, torch.Tensor) else t, value)
+    """A region's inputs or outputs kept as they are now: each tensor's bytes copied as memory
+    (``judge.stored.snapshot``, never ``clone``, a kernel under check), on the CPU."""
+
+    def one(t: Any) -> Any:
+        if not isinstance(t, torch.Tensor):
+            return t
+        return snapshot(t.detach(), host=True) if readable(t) else t.detach().cpu().clone()
+
+    return tree_map(one, value)
 
 
 @contextlib.contextmanager

@@ -131,3 +131,25 @@ def test_an_embedding_lookup_of_float8_rows_is_movement():
     got = trace(torch.nn.functional.embedding, torch.tensor([5, 0, 5]), table)
     (call,) = [r for r in got.records if r.op == "aten.embedding.default"]
     assert (call.kind, call.status) == ("movement", "ok"), call.line()
+
+
+def test_e8m0_has_no_code_for_zero_or_a_negative_two_answers_are_taken_and_observed():
+    """E8M0 has no zero and no sign: the definition gives no code there. NaN or the code of the
+    magnitude (zero as the smallest value, 2^-127) are taken, which one came observed; any other
+    code is a violation (an all-zero MX block whose scale came out 2^-60 would hide otherwise)."""
+
+    e8m0 = getattr(torch, "float8_e8m0fnu", None)
+    if e8m0 is None:
+        pytest.skip(f"torch {torch.__version__} has no float8_e8m0fnu")
+    x = torch.tensor([-4.0, -0.5, 0.0, -0.0])
+    cast = torch.ops.aten._to_copy.default
+
+    def codes(*c: int) -> torch.Tensor:
+        return torch.tensor(c, dtype=torch.uint8).view(e8m0)
+
+    magnitude = check_call(cast, (x,), {"dtype": e8m0}, codes(0x81, 0x7E, 0x00, 0x00))
+    assert magnitude.status == "ok" and "magnitude" in magnitude.observed.values(), magnitude
+    nan = check_call(cast, (x,), {"dtype": e8m0}, codes(0xFF, 0xFF, 0xFF, 0xFF))
+    assert nan.status == "ok" and "nan" in nan.observed.values(), nan
+    wrong = check_call(cast, (x,), {"dtype": e8m0}, codes(0x81, 0x7E, 0x42, 0x00))
+    assert wrong.status == "violation" and wrong.difference is not None and wrong.difference.index == (2,), wrong
