@@ -161,6 +161,18 @@ def test_the_op_catalogue_catches_it(fault):
         found = check_op(fault, E4M3FN)
     assert found.samples and found.problems, found
     assert all(p.startswith(f"{fault} on e4m3fn") for p in found.problems), found.problems[:3]
+    # (a movement left unchecked is a problem line too, starting with the op's name: only this
+    # phrase says the judge compared the bytes and found the fault)
+    caught = "bytes differ from the input bytes the op's position tags name"
+    assert any(caught in p for p in found.problems), found.problems[:3]
+
+
+@pytest.mark.needs("expecttest")
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_without_the_faults_the_op_catalogue_finds_nothing(fault):
+    """The control of the above: torch's own kernels pass, so a problem above is the fault's."""
+    found = check_op(fault, E4M3FN)
+    assert found.samples and found.problems == [], found.problems[:3]
 
 
 def test_without_the_faults_the_programs_are_clean():
