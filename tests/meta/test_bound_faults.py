@@ -2,13 +2,18 @@
 element, where it errs by 1.2 to 1.8 times the bound derived here (from the definition, in this
 file), must be caught, and one that errs by 0.2 to 0.8 times it must not. So a bound loosened to
 twice its derivation (a wider accumulator assumed, a term counted twice) fails the first, and one
-tightened below it the second.
+tightened below it the second. Where a bound is a sum of terms, the fault lands where the term
+under test is what bounds it: a sum that cancels to 0 exactly, whose bound is the accumulation
+term alone (the grouped GEMMs, the MX linear); where no input makes the other terms vanish
+(FP8Linear's input quantization), an error of the other terms in full plus 1.2 to 1.8 (0.2 to
+0.8) times the accumulation term.
 
 The bounds are those whose accumulator a GPU run once took from a probe of the device under test
 (``gemm_probes.accumulator_bits``): the tracer's ``_scaled_mm`` (``trace.op_checks``),
-``scaled_mm_quality``'s, the grouped GEMMs', transformers' FP8Linear forward's and the MX linear's
-(``documented_accumulator.gemm_accumulation``), each on its CPU branch, where it runs here; and
-what they assume on a GPU: the documented accumulator, whatever the device's probe would say.
+``scaled_mm_quality``'s, the grouped GEMMs' (bfloat16 and MXFP8), transformers' FP8Linear
+forward's and the MX linear's (``documented_accumulator.gemm_accumulation``), each on its CPU
+branch, where it runs here; and what they assume on a GPU: the documented accumulator, whatever
+the device's probe would say.
 """
 
 from __future__ import annotations
@@ -166,8 +171,58 @@ class _Grouped(torch.autograd.Function):
         return da.to(a.dtype), db.to(b.dtype), None, None
 
 
+_PROBLEM = gb.problem  # (the check's own, which _cancelling stands in for)
+
+
+def _cancelling(groups: str, seed: int = 0) -> tuple[torch.Tensor, ...]:
+    """The check's problem, but for token 0 (expert 0) alternating +1 and -1 and expert 0's first
+    column all 1: output [0, 0] is a sum that cancels to 0 exactly."""
+    a, b, offs, grad = _PROBLEM(groups, seed)
+    a[0] = torch.tensor([1.0, -1.0], dtype=a.dtype).repeat(a.shape[1] // 2)
+    b[0, :, 0] = 1.0
+    return a, b, offs, grad
+
+
 def grouped_caught(span: tuple[float, float]) -> bool:
-    checked = gb.check_grouped_mm("cpu", "ragged", fn=lambda a, b, offs: _Grouped.apply(a, b, offs, span))
+    """Output [0, 0] cancels to 0 exactly (``_cancelling``), so its bound is the accumulation term
+    alone (no bfloat16 rounding of |exact| to hide a loosened one in): the fault lands there,
+    the first element ``_nudged`` tries."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gb, "problem", _cancelling)
+        checked = gb.check_grouped_mm("cpu", "ragged", fn=lambda a, b, offs: _Grouped.apply(a, b, offs, span))
+    assert checked.refusal is None, checked.refusal
+    return checked.problem is not None
+
+
+class _MXGrouped(torch.autograd.Function):
+    """An MXFP8 grouped GEMM (rceil, blocks of 32): the exact products of fp8ref's MX operands of
+    each GEMM (fp8ref's reference), the output nudged."""
+
+    @staticmethod
+    def forward(ctx, a, b, offs, span):
+        ctx.save_for_backward(a, b, offs)
+        ma, mb = ref_grouped.mx_operand(a), ref_grouped.mx_operand(b, dim=1)
+        exact = ref_grouped.grouped_mm(ma, mb, offs)
+        mag = ref_grouped.grouped_mm(ma.abs(), mb.abs(), offs)
+        return _nudged(exact, _float32_gemm(mag, exact, a.shape[1]), torch.bfloat16, span)
+
+    @staticmethod
+    def backward(ctx, grad):
+        a, b, offs = ctx.saved_tensors
+        da = ref_grouped.grouped_mm_backward(a, ref_grouped.mx_operand(b, dim=2), offs, ref_grouped.mx_operand(grad))[0]
+        a_t, g_t = ref_grouped.mx_tokens_operand(a, offs), ref_grouped.mx_tokens_operand(grad, offs)
+        db = ref_grouped.grouped_mm_backward(a_t, b, offs, g_t)[1]
+        return da.to(a.dtype), db.to(b.dtype), None, None
+
+
+def mxfp8_grouped_caught(span: tuple[float, float]) -> bool:
+    """As ``grouped_caught``, for the MXFP8 grouped GEMM's check (its operands MX-cast: token 0's
+    +-1 and expert 0's column of 1 are E4M3 values, so output [0, 0] still cancels to 0)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(gb, "problem", _cancelling)
+        checked = gb.check_mxfp8_grouped_mm(
+            "cpu", "ragged", pad=False, fn=lambda a, b, offs: _MXGrouped.apply(a, b, offs, span)
+        )
     assert checked.refusal is None, checked.refusal
     return checked.problem is not None
 
@@ -192,6 +247,30 @@ def fp8linear_caught(span: tuple[float, float]) -> bool:
     return checked.problem is not None
 
 
+def fp8linear_accumulation_caught(span: tuple[float, float]) -> bool:
+    """The FP8Linear forward's accumulation term on its own: quantizing the input to E4M3 (some
+    2^-4 of m) outweighs float32's accumulation ((k + 1) 2^-24 m) thousands of times at every
+    element, and no input makes it vanish, so an error in multiples of the whole bound cannot
+    tell a doubled accumulation term. Here output [0, 0] errs by the other terms in full (the
+    input's quantization, the output's bfloat16 rounding, derived as in ``fp8linear_caught``)
+    plus ``span`` times the accumulation term, and is given in float64 (bfloat16 cannot hold a
+    difference that small)."""
+
+    def forward(x: torch.Tensor, codes: torch.Tensor, scale_inv: torch.Tensor) -> torch.Tensor:
+        x64 = x.double()
+        w64 = (decode(codes, E4M3FN) * expand(scale_inv, codes.shape, BLOCK)).double()
+        exact, mag = x64 @ w64.t(), x64.abs() @ w64.abs().t()
+        tile_amax = x64.abs().reshape(x.shape[0], -1, 128).amax(-1).repeat_interleave(128, -1)
+        quant = (2.0**-4 * x64.abs() + 2.0**-10 * tile_amax / 448) * 1.01
+        rest = quant @ w64.abs().t() + U_BF16 * exact.abs()
+        accumulation = (x.shape[1] + 1) * U32 * mag
+        out = exact.clone()
+        out[0, 0] += rest[0, 0] + sum(span) / 2 * accumulation[0, 0]
+        return out
+
+    return check_fp8linear_forward("cpu", forward_fn=forward).problem is not None
+
+
 def mx_linear_caught(span: tuple[float, float]) -> bool:
     """The MX linear check's bound (``mx_kernels._bounded``: the product of the MX-cast operands).
     Output [0, 0] is a sum that cancels to 0 exactly, so its bound is the accumulation term alone
@@ -204,14 +283,20 @@ def mx_linear_caught(span: tuple[float, float]) -> bool:
     return mx_kernels._bounded(got, a, b, "cpu", "MX linear stand-in") is not None
 
 
-GEMM_BOUNDS = {"grouped GEMM": grouped_caught, "FP8Linear forward": fp8linear_caught, "MX linear": mx_linear_caught}
+GEMM_BOUNDS = {
+    "grouped GEMM": grouped_caught,
+    "MXFP8 grouped GEMM": mxfp8_grouped_caught,
+    "FP8Linear forward": fp8linear_caught,
+    "FP8Linear forward's accumulation term": fp8linear_accumulation_caught,
+    "MX linear": mx_linear_caught,
+}
 
 
 @pytest.mark.parametrize("name", GEMM_BOUNDS)
 def test_the_gemm_accumulation_bounds_are_their_derivation(name):
     caught = GEMM_BOUNDS[name]
-    assert caught(FAULT), f"{name}: an error of 1.2-1.8 times the derived bound passed"
-    assert not caught(WITHIN), f"{name}: an error of 0.2-0.8 times the derived bound was flagged"
+    assert caught(FAULT), f"{name}: an error of 1.2-1.8 times the derived bound (term) passed"
+    assert not caught(WITHIN), f"{name}: an error of 0.2-0.8 times the derived bound (term) was flagged"
 
 
 # --- on a GPU: the documented accumulator, never the device's probe -----------------------------------

@@ -4,7 +4,9 @@ of their output's first byte. A judge that held a float8 op to the same op on th
 read codes through ``contiguous``/``clone``, ran the same broken kernel on both sides and saw
 nothing. The judge (``fp8ref.harness.judge``) reads codes from storage and takes each output
 byte's source from int64 position tags, so the tracer and the op catalogue must both catch each
-fault, naming the faulty op (and, in a trace, this file's line), and nothing before it."""
+fault, naming the faulty op (and, in a trace, this file's line), and nothing before it; and
+under the broken clone, an in-place write into a transposed float8 destination is judged against
+the destination as the op found it (kept as memory, not by the broken clone)."""
 
 from __future__ import annotations
 
@@ -161,12 +163,59 @@ def test_the_op_catalogue_catches_it(fault):
         found = check_op(fault, E4M3FN)
     assert found.samples and found.problems, found
     assert all(p.startswith(f"{fault} on e4m3fn") for p in found.problems), found.problems[:3]
+    # (a movement left unchecked is a problem line too, starting with the op's name: only this
+    # phrase says the judge compared the bytes and found the fault)
+    caught = "bytes differ from the input bytes the op's position tags name"
+    assert any(caught in p for p in found.problems), found.problems[:3]
+
+
+@pytest.mark.needs("expecttest")
+@pytest.mark.parametrize("fault", sorted(FAULTS))
+def test_without_the_faults_the_op_catalogue_finds_nothing(fault):
+    """The control of the above: torch's own kernels pass, so a problem above is the fault's."""
+    found = check_op(fault, E4M3FN)
+    assert found.samples and found.problems == [], found.problems[:3]
 
 
 def test_without_the_faults_the_programs_are_clean():
     for fault, program in PROGRAMS.items():
         got = trace(program)
         assert not got.violations and any(r.op == FAULTS[fault][2] and r.status == "ok" for r in got.records), fault
+
+
+# --- an in-place write into a transposed float8 destination, under the broken clone --------------------
+# index_put_ has no CPU kernel of its own: the CompositeExplicitAutograd one runs for the CPU, so a
+# fault registered for the CPU reaches torch's own kernel there
+_TORCHS = torch._C.DispatchKeySet(torch._C.DispatchKey.CompositeExplicitAutograd)
+
+
+def _index_put_flips_a_spared_code(dst, indices, values, accumulate=False):
+    """index_put_, right on every address; into a one-byte destination it also flips the low bit
+    of the first element's byte, which the program below does not address."""
+    torch.ops.aten.index_put_.default.redispatch(_TORCHS, dst, indices, values, accumulate)
+    if dst.element_size() == 1:
+        _flip_first_byte(dst)
+    return dst
+
+
+def _write_program() -> None:
+    dst = _codes().t()  # (non-contiguous: the broken clone flips element [0, 0] of its copy)
+    dst.index_put_((torch.tensor([1, 2]), torch.tensor([3, 0])), _codes()[0, :2])  # <- index_put_
+
+
+def test_an_in_place_write_into_a_transposed_destination_is_judged_against_it_as_it_was():
+    """What ``index_put_`` did not address must keep the destination's bytes as the op found
+    them: the tracer keeps them as memory, never by ``clone``. A snapshot taken by the broken
+    clone would hold element [0, 0] flipped: a false violation of the right op below, and the
+    faulty op's flip of that same element taken for the destination's own byte (a miss)."""
+    with broken("clone", _clone):
+        clean = trace(_write_program)
+        with broken("index_put_", _index_put_flips_a_spared_code):
+            faulty = trace(_write_program)
+    assert not clean.violations, [v.report() for v in clean.violations]
+    assert any(r.op == "aten.index_put_.default" and r.status == "ok" for r in clean.records)
+    found = [(v.op, v.site) for v in faulty.violations]
+    assert found == [("aten.index_put_.default", _line("index_put_"))], [v.report() for v in faulty.violations]
 
 
 _RUN_THE_BROKEN_CLONE = {"aten.clone.default", "aten.contiguous.default", "aten._scaled_mm.default"}
