@@ -66,10 +66,8 @@ class _Mm(torch.autograd.Function):
         w_f8, w_s = layer.cached_weight()
         if layer.delayed:
             layer.hist["x"].update(x.detach().abs().max().float())
-        one = torch.ones((), dtype=torch.float32)
-        out = torch._scaled_mm(
-            x_f8, w_f8.t(), scale_a=one / x_s, scale_b=one / w_s, out_dtype=torch.float32
-        )  # site: mm
+        sa, sb = 1 / x_s, 1 / w_s
+        out = torch._scaled_mm(x_f8, w_f8.t(), scale_a=sa, scale_b=sb, out_dtype=torch.float32)  # site: mm
         wt_packed = torch.cat([w_f8.t().contiguous().reshape(-1)])  # W^T, (K, N) in memory
         ctx.save_for_backward(x_f8, wt_packed, x_s, w_s)
         ctx.layer, ctx.shape = layer, w.shape
@@ -89,16 +87,10 @@ class _Mm(torch.autograd.Function):
             w_f8 = wt_packed.view(n, k)  # read back as if it were W
         else:
             w_f8 = wt_packed.view(k, n).t()
-        one = torch.ones((), dtype=torch.float32)
-        grad_x = torch._scaled_mm(
-            g_f8, w_f8.t().contiguous().t(), scale_a=one / g_s, scale_b=one / w_s, out_dtype=torch.float32
-        )  # site: grad_x
+        w_cm, x_cm, f32 = w_f8.t().contiguous().t(), x_f8.t().contiguous().t(), torch.float32
+        grad_x = torch._scaled_mm(g_f8, w_cm, scale_a=1 / g_s, scale_b=1 / w_s, out_dtype=f32)  # site: grad_x
         grad_w = torch._scaled_mm(
-            g_f8.t().contiguous(),
-            x_f8.t().contiguous().t(),
-            scale_a=one / g_s,
-            scale_b=one / x_s,
-            out_dtype=torch.float32,
+            g_f8.t().contiguous(), x_cm, scale_a=1 / g_s, scale_b=1 / x_s, out_dtype=f32
         )  # site: grad_w
         return grad_x, grad_w, None
 
