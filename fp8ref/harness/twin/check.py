@@ -166,13 +166,13 @@ class _Leaf:
 
     def forward(self, module: torch.nn.Module, inputs: tuple, output: torch.Tensor) -> None:
         x = inputs[0].detach().double()
-        w = module.weight.detach().double().clone()
+        w = self.params()["weight"].detach().double().clone()
         x2 = x.reshape(-1, x.shape[-1])
         e_x, e_w = self._error("x", x2), self._error("w", w)
         want = x2 @ w.t()
         bound = gemm_bound(x2, e_x, w.t(), e_w.t(), output.dtype)
         if self.has_bias:
-            b = module.bias.detach().double()
+            b = self.params()["bias"].detach().double()
             want, bound = want + b, bound + torch.finfo(output.dtype).eps * b.abs()
         self.run.hold(self.name, "output", output.reshape(want.shape), want, bound)
         if torch.is_grad_enabled() and output.requires_grad:
@@ -194,12 +194,14 @@ class _Leaf:
         g, e_g, x2, e_x = self.run.g.pop(self.name)
         for p, t in self.params().items():
             before = self.grad_before.get(p)
-            got = t.grad.detach().double() - (before if before is not None else 0.0)
+            # (no gradient at all is an error of the whole exact gradient)
+            grad = (t.grad if t.grad is not None else torch.zeros_like(t)).detach().double()
+            got = grad - (before if before is not None else 0.0)
             if p == "weight":
                 want, bound = g.t() @ x2, gemm_bound(g.t(), e_g.t(), x2, e_x, t.dtype)
             else:  # a bias's gradient: a sum of the output gradient, no FP8 operand
                 want, bound = g.sum(0), torch.finfo(t.dtype).eps * g.shape[0] * g.abs().sum(0)
-            bound = bound + torch.finfo(t.dtype).eps * t.grad.detach().double().abs()  # accumulated into .grad
+            bound = bound + torch.finfo(t.dtype).eps * grad.abs()  # accumulated into .grad
             self.run.hold(self.name, f"grad {p}", got, want, bound)
             self.run.grad_bound[(self.name, p)] = self.run.grad_bound.get((self.name, p), 0) + bound
             self.run.grad_want[(self.name, p)] = self.run.grad_want.get((self.name, p), 0) + want

@@ -65,8 +65,9 @@ def _static(seed: int) -> torch.nn.Module:
 
 def _requantize(model: torch.nn.Module) -> None:
     for layer in model.modules():
-        if hasattr(layer, "requantize"):
-            layer.requantize()
+        requantize = getattr(layer, "requantize", None)
+        if callable(requantize):
+            requantize()
 
 
 def static_custom_op() -> ModuleCheck:
