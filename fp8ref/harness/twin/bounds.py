@@ -42,12 +42,15 @@ class Scaling:
     any finer granularity, bounded alike, module docstring), ``static`` (``scale``, the value the
     cast multiplies by) or ``delayed`` (TransformerEngine's amax history of ``history_len`` steps
     with ``margin``, ``fp8ref.reference.delayed.DelayedScaling``, replayed by the check on the
-    amaxes the module saw)."""
+    amaxes the module saw). ``pow2``: a dynamic scale rounded down to a power of two (torchao's
+    ``round_scales_to_power_of_2``, its rowwise recipe's): the scale is then at least half of
+    ``max / amax``, and the subnormal term doubles."""
 
     kind: str = "dynamic"
     scale: float | None = None
     history_len: int = 16
     margin: int = 0
+    pow2: bool = False
 
     def __post_init__(self) -> None:
         one_of(self.kind, ("dynamic", "static", "delayed"), "kind")
@@ -86,7 +89,9 @@ def _scale(op: Operand, a: torch.Tensor, replay: DelayedScaling | None) -> float
     amax = float(a.abs().max()) if a.numel() else 0.0
     # dynamic: max / amax of the whole tensor, the smallest scale any granularity's groups get
     # (a finer group has an amax no larger), so eta below holds for each; amax 0: nothing to err
-    return fmt.max / amax if amax > 0 else float("inf")
+    if amax <= 0:
+        return float("inf")
+    return fmt.max / amax / (2.0 if op.scaling.pow2 else 1.0)
 
 
 def operand_error(op: Operand, a: torch.Tensor, replay: DelayedScaling | None = None) -> torch.Tensor:

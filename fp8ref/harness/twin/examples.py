@@ -152,10 +152,11 @@ def float8_linear(recipe: str = "tensorwise") -> ModuleCheck:
     def fmt(cast: Any) -> str:
         return {torch.float8_e4m3fn: "e4m3fn", torch.float8_e5m2: "e5m2"}[cast.target_dtype]
 
+    dynamic = Scaling("dynamic", pow2=bool(config.round_scales_to_power_of_2))
     declared = Recipe(
-        Operand(fmt(config.cast_config_input)),
-        Operand(fmt(config.cast_config_weight)),
-        Operand(fmt(config.cast_config_grad_output)),
+        Operand(fmt(config.cast_config_input), dynamic),
+        Operand(fmt(config.cast_config_weight), dynamic),
+        Operand(fmt(config.cast_config_grad_output), dynamic),
     )
     emulate = False
     try:
