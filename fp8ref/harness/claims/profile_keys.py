@@ -21,6 +21,8 @@ __all__ = ["collect", "keys", "value", "target_keys"]
 def value(result: ClaimResult) -> str:
     if result.not_run is not None:
         return f"missing: {result.not_run}"
+    if result.measure is not None:  # a module check: its error as a bucketed fraction of its bound
+        return f"passed, {result.measure}" if result.problem is None else f"differs: {result.measure}"
     return "passed" if result.problem is None else f"differs: {result.problem}"
 
 

@@ -16,13 +16,19 @@ class ClaimResult:
     """``case``: the named case; ``problem``: None when the function gave what the definition
     gives, else the first difference in words; ``known``: the team's why, when it named this case
     as a known failure (the result then does not fail, and says so); ``not_run``: why the case
-    did not run (hypothesis not installed): neither passed nor failed."""
+    did not run (hypothesis not installed): neither passed nor failed. ``measure`` and ``margin``:
+    a module check's (``fp8ref.harness.twin``) largest error as a bucketed fraction of its bound
+    (what a golden pins) and unbucketed (printed beside a pass)."""
 
     claim: str
     case: str
     problem: str | None = None
     known: str | None = None
     not_run: str | None = None
+    # a module check's (fp8ref.harness.twin): the largest error as a bucketed fraction of its
+    # bound, the value a golden pins; and the same unbucketed, printed beside a pass
+    measure: str | None = None
+    margin: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -32,7 +38,7 @@ class ClaimResult:
         if self.not_run is not None:
             return f"not run {self.claim}: {self.case}: {self.not_run}"
         if self.problem is None:
-            return f"passed  {self.claim}: {self.case}"
+            return f"passed  {self.claim}: {self.case}" + (f" ({self.margin})" if self.margin else "")
         if self.known is not None:
             return f"known   {self.claim}: {self.case}: {self.problem} (known: {self.known})"
         return f"FAILED  {self.claim}: {self.case}: {self.problem}"
