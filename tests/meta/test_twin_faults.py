@@ -57,7 +57,12 @@ def test_each_fault_fails_naming_submodule_tensor_and_line(fault):
     assert f"submodule {submodule!r}, {tensor}:" in first.problem, first.problem
     sites = re.findall(r"twin_team\.py:(\d+)", first.problem)
     assert str(_line(tag)) in sites, (tag, _line(tag), first.problem)
-    assert re.search(r"error \S+ where its bound allows \S+", first.problem), first.problem
+    measured = re.search(r"error (\S+) where its bound allows (\S+)", first.problem)
+    assert measured, first.problem
+    # the bound sits at most at half of each real fault's error (measured 3.5x to 9x on torch 2.13
+    # and 2.14; an infinite scale gives an infinite error): a bound twice as loose still fails it
+    error, allowed = (float(v) for v in measured.groups())
+    assert error >= 2 * allowed, (fault, error, allowed)
 
 
 @pytest.mark.parametrize("delayed", [False, True], ids=["current", "delayed"])
