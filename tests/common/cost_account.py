@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
+from collections.abc import Callable
 
 __all__ = ["Run", "family_of", "module_of", "render"]
 
@@ -54,7 +55,7 @@ def _pct(part: float, whole: float) -> str:
     return f"{100 * part / whole:.0f}%" if whole > 0 else "-"
 
 
-def _cost_rows(run: Run, key) -> list[tuple[str, int, float, dict[str, float]]]:  # noqa: ANN001 - a str -> str
+def _cost_rows(run: Run, key: Callable[[str], str]) -> list[tuple[str, int, float, dict[str, float]]]:
     """(group, tests, collection seconds, {when: seconds}) per group of ``key``, costliest first."""
     collect: dict[str, float] = defaultdict(float)
     phases: dict[str, dict[str, float]] = defaultdict(lambda: dict.fromkeys(_WHENS, 0.0))

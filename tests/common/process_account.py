@@ -18,6 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["Process", "ProcessAccount", "labelled"]
 
@@ -57,7 +58,7 @@ class ProcessAccount:
         self.processes: list[Process] = []
         self.test: str | None = None
         self._origin = time.monotonic()
-        self._saved: type | None = None
+        self._saved: Any = None  # subprocess's own Popen while the account is open
 
     def open(self) -> None:
         if self._saved is not None:
@@ -82,12 +83,12 @@ class ProcessAccount:
         return process
 
 
-def _measured(base: type, account: ProcessAccount) -> type:
+def _measured(base: Any, account: ProcessAccount) -> Any:
     """A ``base`` (``subprocess.Popen``) that records itself in ``account`` and is reaped with
     ``os.wait4``."""
 
-    class MeasuredPopen(base):  # type: ignore[valid-type, misc]
-        def __init__(self, args, *rest, **kwargs) -> None:  # noqa: ANN001 - Popen's own signature
+    class MeasuredPopen(base):
+        def __init__(self, args: Any, *rest: Any, **kwargs: Any) -> None:
             self._fp8_start = time.monotonic()
             self._fp8_record: Process | None = None
             super().__init__(args, *rest, **kwargs)  # (raises before recording when it cannot start)
@@ -104,7 +105,7 @@ def _measured(base: type, account: ProcessAccount) -> type:
                 self._fp8_record.cpu = usage.ru_utime + usage.ru_stime
             return pid, status
 
-        def _handle_exitstatus(self, *args, **kwargs) -> None:  # noqa: ANN002, ANN003 - CPython's
+        def _handle_exitstatus(self, *args: Any, **kwargs: Any) -> None:
             super()._handle_exitstatus(*args, **kwargs)
             if self._fp8_record is not None and self._fp8_record.wall is None:
                 self._fp8_record.wall = time.monotonic() - self._fp8_start

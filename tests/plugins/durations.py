@@ -49,7 +49,7 @@ class _Account:
             sink.append((family.name, time.perf_counter() - started))
             return _TimedProbes(module, family.name, sink)
 
-        families.Family.probes = probes  # type: ignore[method-assign]
+        families.Family.probes = probes  # type: ignore[method-assign, assignment]
 
     def close(self) -> None:
         from fp8ref.harness.profiles import families
