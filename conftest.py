@@ -16,6 +16,7 @@ pytest_plugins = [
     "tests.plugins.fixtures",
     "tests.plugins.beside",
     "tests.plugins.summaries",
+    "tests.plugins.durations",
 ]
 
 # --- hypothesis profiles -------------------------------------------------------------------
@@ -61,6 +62,19 @@ def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginMa
         action="store_true",
         default=False,
         help="run the long sweeps marked slow (the full 2^32 float32 cast sweep per format)",
+    )
+    group.addoption(
+        "--fp8-durations",
+        action="store_true",
+        default=False,
+        help="print the run's cost account at its end: collection and test time per folder and module, each "
+        "profile family's time, every process the tests started (wall and CPU): tests/plugins/durations.py",
+    )
+    group.addoption(
+        "--fp8-durations-md",
+        default=None,
+        metavar="PATH",
+        help="write the cost account (--fp8-durations' table) to PATH as markdown (scripts/timings.py)",
     )
     group.addoption(
         "--fp8-strict",

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 from tests.common.paths import SCRIPTS
+from tests.common.process_account import labelled
 
 
 def fp8ref_cli(*args: str) -> list[str]:
@@ -136,7 +137,8 @@ class ProcessQueue:
                 argv, kwargs = self._jobs[name]
                 started = time.monotonic()
                 try:
-                    self._running = _spawn(argv, kwargs)
+                    with labelled(name):  # (the name --fp8-durations lists it by)
+                        self._running = _spawn(argv, kwargs)
                 except (OSError, ValueError) as exc:  # no such program or folder: that job's error
                     self._done[name] = exc
                     self._ended[name].set()
@@ -149,7 +151,9 @@ class ProcessQueue:
         """One job on the calling thread."""
         started = time.monotonic()
         try:
-            self._done[name] = _completed(_spawn(argv, kwargs), timeout)
+            with labelled(name):
+                proc = _spawn(argv, kwargs)
+            self._done[name] = _completed(proc, timeout)
             self.seconds[name] = time.monotonic() - started
         except (OSError, ValueError) as exc:
             self._done[name] = exc

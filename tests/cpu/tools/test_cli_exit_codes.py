@@ -187,18 +187,15 @@ def test_a_plot_that_fails_to_save_leaves_no_png(monkeypatch, tmp_path):
 
 def run_beside(folder):
     """``python -m fp8ref`` as CI scripts call it, run beside the tests (tests/plugins/beside.py):
-    the two diffs (no torch) as processes of their own; the two calls that import torch, a whole
-    profile and a bad option, in the interpreter the modules' pytest_each runs share, the profile
-    first of all (so its stderr holds the interpreter's imports; its file descriptors read as a
-    process's)."""
+    the two diffs (no torch) as processes of their own, and a bad option in the interpreter the
+    modules' pytest_each runs share. A whole profile in a fresh interpreter of its own (its exit
+    code and clean stderr: ``test_a_profile_in_a_fresh_interpreter_prints_nothing_on_stderr``)
+    runs under --fp8-slow only: the default tier checks the same command through ``main`` with
+    the file descriptors captured (tests/cpu/tools/test_profile.py), so a fresh interpreter's
+    whole profile (about 25 s of CPU, imports included) is not paid twice a run."""
     files = diff_inputs(folder)
-    torch_calls = {
-        # first in the interpreter it shares (tests/plugins/beside.py): the test of its stderr sees its imports
-        "profile": {"argv": ["profile", "--out", str(folder / "profile.json")], "fp8ref": True, "first": True},
-        "bad option": {"argv": ["profile", "--device", "nope"], "fp8ref": True},
-    }
     return {
-        "with torch": pytest_each(torch_calls),
+        "with torch": pytest_each({"bad option": {"argv": ["profile", "--device", "nope"], "fp8ref": True}}),
         "difference": fp8ref_cli("diff", str(files["good"]), str(files["other"])),
         "missing": fp8ref_cli("diff", str(files["missing"]), str(files["good"])),
     }
@@ -206,33 +203,46 @@ def run_beside(folder):
 
 def _call(beside: Any, name: str) -> subprocess.CompletedProcess:
     """One call's ``CompletedProcess``: its own process, or its part of the torch interpreter."""
-    if name in ("profile", "bad option"):
+    if name == "bad option":
         return pytest_each_result(beside("with torch"), name)
     return beside(name)
 
 
 def test_the_contract_end_to_end_in_subprocesses(beside):
-    """Done, a difference found, a missing input, a bad option: exit 0, 1, 2, 2, each error one line."""
-    calls = {k: _call(beside, k) for k in ("profile", "difference", "missing", "bad option")}
+    """A difference found, a missing input, a bad option: exit 1, 2, 2, each error one line (exit 0
+    of a whole profile: the slow test below, and test_profile.py through ``main``)."""
+    calls = {k: _call(beside, k) for k in ("difference", "missing", "bad option")}
     got = {k: (done.returncode, done.stderr) for k, done in calls.items()}
-    assert [code for code, _ in got.values()] == [0, 1, 2, 2], got
+    assert [code for code, _ in got.values()] == [1, 2, 2], got
     for k in ("missing", "bad option"):  # (an install may print its own import warnings before)
         err = got[k][1]
         assert err.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in err, err
         assert sum(line.startswith("error: ") for line in err.splitlines()) == 1, err
 
 
-def test_a_profile_that_succeeds_prints_nothing_on_stderr(beside):
+def stray_stderr(err: str) -> str:
+    """What a profile that succeeded wrote on its stderr beyond what it may: torch's own warning at
+    import where numpy is missing, and fp8ref's note of keys it could not measure here."""
+    if not install.has_package("numpy"):  # torch's own warning at import, where numpy is missing
+        err = re.sub(r"(?m)^.*UserWarning: Failed to initialize NumPy.*\n(^ .*\n)?", "", err)
+    # fp8ref's note of keys it could not measure here (its own package missing): said, not stray
+    return re.sub(r"(?m)^note: \d+ keys not measured here: fp8ref needs \w+.*\n", "", err)
+
+
+@pytest.mark.slow  # a whole profile in a fresh interpreter: ~25 s of CPU; in-process: test_profile.py
+def test_a_profile_in_a_fresh_interpreter_prints_nothing_on_stderr(tmp_path):
     """torch.profiler's kineto writes its start and stop lines, and on a CUDA build without a GPU
     a failed device count, straight to the process's stderr from C++, unless fp8ref's kernel probe
-    quiets it (``gemm_probes.kernels_of``): a run that succeeds says so on stdout alone."""
-    done = _call(beside, "profile")
+    quiets it (``gemm_probes.kernels_of``); a fresh interpreter adds what its imports print: a run
+    that succeeds says so on stdout alone, exit 0."""
+    done = subprocess.run(
+        fp8ref_cli("profile", "--out", str(tmp_path / "profile.json")),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    stray = done.stderr
-    if not install.has_package("numpy"):  # torch's own warning at import, where numpy is missing
-        stray = re.sub(r"(?m)^.*UserWarning: Failed to initialize NumPy.*\n(^ .*\n)?", "", stray)
-    # fp8ref's note of keys it could not measure here (its own package missing): said, not stray
-    stray = re.sub(r"(?m)^note: \d+ keys not measured here: fp8ref needs \w+.*\n", "", stray)
+    stray = stray_stderr(done.stderr)
     assert stray == "", f"stray lines on stderr: {stray[:2000]!r}"
     assert done.stdout.startswith("wrote ") and done.stdout.count("\n") == 1, done.stdout
 

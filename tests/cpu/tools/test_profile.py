@@ -62,15 +62,38 @@ def test_compare_with_golden_collects_this_install_when_not_given_a_profile(tmp_
     import fp8ref.harness.profiles.profile
 
     seen = []
-    real = fp8ref.harness.profiles.profile.collect
-    monkeypatch.setattr(
-        fp8ref.harness.profiles.profile, "collect", lambda *a, **k: seen.append(real(*a, **k)) or seen[-1]
-    )
+    monkeypatch.setattr(fp8ref.harness.profiles.profile, "collect", lambda *a, **k: seen.append(a) or here)
     save(here, tmp_path / "cpu.json")
-    status, lines = compare_with_golden(tmp_path, "cpu")  # collects again: same install, same answers
-    assert (status, lines) == ("equal", [])
-    # and two runs on one install are identical, not merely within TOLERANCES
-    assert len(seen) == 1 and seen[0]["behaviour"] == here["behaviour"]
+    assert compare_with_golden(tmp_path, "cpu") == ("equal", [])
+    assert seen == [("cpu",)]
+
+
+def test_the_profile_command_collects_the_same_answers_again_and_prints_nothing_on_stderr(tmp_path, here, capfd):
+    """``python -m fp8ref profile --out`` through ``main`` in this interpreter, collecting for
+    real: exit 0, "wrote" on stdout alone and nothing on the file descriptor 2 (torch.profiler's
+    kineto writes there from C++ unless ``gemm_probes.kernels_of`` quiets it), no warning but
+    the ones a fresh interpreter hides (deprecations), and the same answers as the run's own
+    collection: two collections on one install are identical, not merely within TOLERANCES. (The
+    same command in a fresh interpreter, its imports' output too: the slow
+    ``test_cli_exit_codes.py::test_a_profile_in_a_fresh_interpreter_prints_nothing_on_stderr``.)"""
+    import warnings
+
+    from tests.cpu.tools.test_cli_exit_codes import stray_stderr
+
+    out = tmp_path / "now.json"
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for hidden in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.simplefilter("ignore", hidden)  # (what a fresh interpreter's filters hide)
+        code = main(["profile", "--out", str(out)])
+    got = capfd.readouterr()
+    assert code == 0, got.err[-2000:]
+    stray = stray_stderr(got.err)
+    assert stray == "", f"stray lines on stderr: {stray[:2000]!r}"
+    assert got.out.startswith("wrote ") and got.out.count("\n") == 1, got.out
+    assert [str(w.message) for w in caught] == []
+    assert _measured(load(out))["behaviour"] == _measured(here)["behaviour"]
 
 
 def test_missing_golden_says_how_to_pin(tmp_path, here):
@@ -123,8 +146,8 @@ def test_order_dependent_numbers_compare_within_their_tolerance():
 
 
 def test_cli_profile_round_trips(tmp_path, capsys, here, monkeypatch):
-    """profile --out writes what collect returned (the run's collection stands in for a third
-    one: the golden test and the test above collect for real), and diff reads it back."""
+    """profile --out writes what collect returned (the run's collection stands in: the golden
+    test and the profile command's test above collect for real), and diff reads it back."""
     import fp8ref.harness.profiles.profile
 
     calls = []

@@ -1,0 +1,161 @@
+"""The default tier's cost account (``--fp8-durations``: tests/plugins/durations.py,
+tests/common/cost_account.py, tests/common/process_account.py) and the script that writes it into
+docs/timings.md (scripts/timings.py): a run with known durations gives the known table, every
+process the tests start is counted with its CPU time, and the docs are only rewritten between
+their markers."""
+
+import importlib.util
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.common.cost_account import Run, family_of, module_of, render
+from tests.common.paths import ROOT
+from tests.common.process_account import ProcessAccount, labelled
+
+pytest_plugins = ["pytester"]
+
+_BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass"
+
+
+def test_a_run_with_known_durations_gives_the_known_table():
+    run = Run(
+        phases=[
+            ("tests/cpu/tools/test_cli.py::test_one", "setup", 1.0),
+            ("tests/cpu/tools/test_cli.py::test_one", "call", 2.0),
+            ("tests/cpu/tools/test_cli.py::test_one", "teardown", 0.5),
+            ("tests/cpu/tools/test_cli.py::test_two[x]", "call", 0.5),
+            ("tests/meta/test_catch_rate.py::test_three", "call", 4.0),
+        ],
+        collections=[("tests/cpu/tools/test_cli.py", 0.5), ("tests/meta/test_catch_rate.py", 1.5)],
+        profile=[("casts", 1.0), ("native", 2.0), ("casts", 0.25)],
+        processes=[
+            ("tests.x:help", 3.0, 0.25, 0.2, 0),
+            ("tests.y:fsdp", 1.0, 12.0, 20.0, 1),
+            ("file -b", 0.0, None, None, None),
+        ],
+        wall=20.0,
+        cpu=(30.0, 20.5),
+        load=(0.5, 1.25),
+        versions="torch 9.9.9, Python 3.11.7, 2 CPUs",
+    )
+    assert render(run, modules=1) == (
+        "3 tests; the session 20.0 s wall; CPU 30.0 s in pytest's process and 20.5 s in the processes it "
+        "started; load average 0.50 at the start, 1.25 at the end; torch 9.9.9, Python 3.11.7, 2 CPUs.\n"
+        "\n"
+        "Collection and tests, in pytest's process (10.0 s; seconds of wall time):\n"
+        "\n"
+        "| test family (folder) | tests | collection | setup | call | teardown | total | of the tests' time |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| tests/meta | 1 | 1.5 | 0.0 | 4.0 | 0.0 | 5.5 | 55% |\n"
+        "| tests/cpu/tools | 2 | 0.5 | 1.0 | 2.5 | 0.5 | 4.5 | 45% |\n"
+        "\n"
+        "| the 1 costliest modules | tests | collection | setup | call | teardown | total | of the tests' time |\n"
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+        "| tests/meta/test_catch_rate.py | 1 | 1.5 | 0.0 | 4.0 | 0.0 | 5.5 | 55% |\n"
+        "\n"
+        "The profile collected in pytest's process: 2 time(s), 3.2 s (32% of the tests' time, counted in "
+        "their rows above):\n"
+        "\n"
+        "| profile family | collections | seconds | each |\n"
+        "| --- | ---: | ---: | --- |\n"
+        "| native | 1 | 2.0 | 2.0 |\n"
+        "| casts | 2 | 1.2 | 1.0, 0.2 |\n"
+        "\n"
+        "Processes beside the run: 3, 12.2 s wall and 20.2 s CPU together (CPU: user + system, the "
+        "processes they waited for included):\n"
+        "\n"
+        "| process | started at | wall | CPU | exit |\n"
+        "| --- | ---: | ---: | ---: | ---: |\n"
+        "| tests.y:fsdp | 1.0 | 12.0 | 20.0 | 1 |\n"
+        "| tests.x:help | 3.0 | 0.2 | 0.2 | 0 |\n"
+        "| file -b | 0.0 | ? | ? | ? |\n"
+    )
+
+
+def test_a_test_belongs_to_its_folder():
+    assert module_of("tests/cpu/install/test_trace.py::test_y[a::b]") == "tests/cpu/install/test_trace.py"
+    assert family_of("tests/cpu/install/test_trace.py::test_y") == "tests/cpu/install"
+    assert family_of("test_top.py::test_y") == "."
+
+
+def test_every_process_is_counted_with_its_cpu_time_while_the_account_is_open():
+    before = subprocess.Popen
+    account = ProcessAccount()
+    account.open()
+    try:
+        account.test = "tests/cpu/tools/test_cli.py::test_burn"
+        done = subprocess.run([sys.executable, "-c", _BURN.format(s=0.3)], timeout=60)
+        with labelled("the queue's job"):
+            proc = subprocess.Popen([sys.executable, "-c", "import sys; sys.exit(3)"])
+            proc.wait(timeout=60)
+        with pytest.raises(FileNotFoundError):  # (never started: not counted)
+            subprocess.run(["/nonexistent/fp8ref-no-such-program"])
+    finally:
+        account.close()
+    assert subprocess.Popen is before, "closing the account must give subprocess its own Popen back"
+    burn, named = account.processes
+    assert done.returncode == 0 and burn.code == 0 and named.code == 3
+    assert burn.name.startswith("tests/cpu/tools/test_cli.py::test_burn: python"), burn.name
+    assert named.name == "the queue's job"
+    assert burn.cpu is not None and 0.25 <= burn.cpu < 5, burn
+    assert burn.wall is not None and burn.wall >= burn.cpu * 0.5, burn
+    assert named.cpu is not None and named.cpu < burn.cpu, (named, burn)
+
+
+def test_the_plugin_accounts_a_fake_suite_of_known_durations(pytester):
+    pytester.makeconftest(
+        """
+import pytest
+pytest_plugins = ["tests.plugins.durations"]
+
+def pytest_addoption(parser):
+    parser.addoption("--fp8-durations", action="store_true", default=False)
+    parser.addoption("--fp8-durations-md", default=None)
+"""
+    )
+    pytester.makepyfile(
+        test_slow="""
+import subprocess, sys, time
+import pytest
+
+@pytest.fixture
+def slow_setup():
+    time.sleep(0.3)
+
+def test_sleeps(slow_setup):
+    time.sleep(0.6)
+
+def test_starts_a_process():
+    subprocess.run([sys.executable, "-c", BURN], check=True)
+""".replace("BURN", repr(_BURN.format(s=0.3)))
+    )
+    out = pytester.path / "cost.md"
+    started = time.monotonic()
+    result = pytester.runpytest_inprocess("-p", "no:randomly", "--fp8-durations", f"--fp8-durations-md={out}")
+    assert result.ret == 0, result.stdout.str()
+    assert "The default tier's cost (--fp8-durations)" in result.stdout.str()
+    text = out.read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| test_slow.py |"))
+    _, _, tests, _, setup, call, _, _, share, _ = (c.strip() for c in row.split("|"))
+    assert (tests, share) == ("2", "100%"), row
+    assert 0.3 <= float(setup) < 0.3 + 1.5 and 0.9 <= float(call) < 0.9 + 3, row  # the sleeps, the process's wait
+    process = next(line for line in text.splitlines() if line.startswith("| test_slow.py::test_starts_a_process:"))
+    cpu = float(process.split("|")[4])
+    assert 0.2 <= cpu < 5, process
+    assert float(text.split("the session ")[1].split(" s wall")[0]) <= time.monotonic() - started + 0.1
+
+
+def test_the_script_rewrites_only_what_lies_between_the_markers():
+    spec = importlib.util.spec_from_file_location("_fp8ref_script_timings", ROOT / "scripts" / "timings.py")
+    assert spec is not None and spec.loader is not None
+    timings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(timings)
+    doc = f"# Measured times\n\nbefore\n{timings.START}\nold table\n{timings.END}\nafter\n"
+    new = timings.splice(doc, "| a | b |\n", "Measured today.")
+    assert new == f"# Measured times\n\nbefore\n{timings.START}\nMeasured today.\n\n| a | b |\n{timings.END}\nafter\n"
+    with pytest.raises(ValueError, match="docs/timings.md: no .*cost-account:start"):
+        timings.splice("# no markers\n", "| a |\n", "x")
+    assert timings.START in (ROOT / "docs" / "timings.md").read_text(), "docs/timings.md lost its markers"
