@@ -23,6 +23,9 @@ from typing import Any
 __all__ = ["Process", "ProcessAccount", "labelled"]
 
 _local = threading.local()
+# the accounts open now, innermost last: a process is recorded by the innermost alone (the fake
+# suite a test of the account runs opens its own inside the run's; its processes are not the run's)
+_OPEN: list[ProcessAccount] = []
 
 
 @contextlib.contextmanager
@@ -65,11 +68,14 @@ class ProcessAccount:
             return
         self._saved = subprocess.Popen
         subprocess.Popen = _measured(self._saved, self)  # type: ignore[misc]
+        _OPEN.append(self)
 
     def close(self) -> None:
         if self._saved is not None:
             subprocess.Popen = self._saved  # type: ignore[misc]
             self._saved = None
+            if self in _OPEN:
+                _OPEN.remove(self)
 
     def _started(self, args: object) -> Process:
         label = getattr(_local, "label", None)
@@ -92,7 +98,8 @@ def _measured(base: Any, account: ProcessAccount) -> Any:
             self._fp8_start = time.monotonic()
             self._fp8_record: Process | None = None
             super().__init__(args, *rest, **kwargs)  # (raises before recording when it cannot start)
-            self._fp8_record = account._started(args)
+            if _OPEN and _OPEN[-1] is account:  # (an account opened inside this one records it instead)
+                self._fp8_record = account._started(args)
 
         def _try_wait(self, wait_flags: int) -> tuple[int, int]:
             # subprocess's blocking wait() ends here (CPython 3.8-3.13): wait4 reaps as waitpid

@@ -105,6 +105,24 @@ def test_every_process_is_counted_with_its_cpu_time_while_the_account_is_open():
     assert named.cpu is not None and named.cpu < burn.cpu, (named, burn)
 
 
+def test_a_process_started_inside_a_nested_account_is_the_inner_ones_alone():
+    """A fake suite run inside the run (a test of the account) opens its own account: its
+    processes are not the outer run's, and the outer table must not list them half-measured."""
+    outer, inner = ProcessAccount(), ProcessAccount()
+    outer.open()
+    try:
+        inner.open()
+        try:
+            subprocess.run([sys.executable, "-c", "pass"], check=True)
+        finally:
+            inner.close()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+    finally:
+        outer.close()
+    assert len(inner.processes) == 1 and inner.processes[0].cpu is not None, inner.processes
+    assert len(outer.processes) == 1 and outer.processes[0].cpu is not None, outer.processes
+
+
 def test_the_plugin_accounts_a_fake_suite_of_known_durations(pytester):
     pytester.makeconftest(
         """
