@@ -18,9 +18,7 @@ the device's probe would say.
 
 from __future__ import annotations
 
-import contextlib
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -36,6 +34,7 @@ from fp8ref.reference import grouped as ref_grouped
 from fp8ref.reference.block_fp8 import BLOCK, expand
 from fp8ref.reference.codec import decode
 from fp8ref.reference.formats import E4M3FN
+from tests.common.kernels import cpu_kernel_replaced as _cpu_kernel
 
 E4M3 = torch.float8_e4m3fn
 U32 = 2.0**-24  # one float32 rounding, relative
@@ -93,19 +92,6 @@ def _scaled_mm_errs(span: tuple[float, float]) -> Callable[..., torch.Tensor]:
 def _decoded(t: torch.Tensor) -> torch.Tensor:
     """A float8 tensor's values in float64, from fp8ref's codec (no torch kernel a fault replaces)."""
     return decode(t.contiguous().view(torch.uint8), E4M3FN).double().reshape(t.shape)
-
-
-@contextlib.contextmanager
-def _cpu_kernel(op: str, kernel: Callable[..., torch.Tensor]) -> Iterator[None]:
-    """aten's ``op`` on the CPU replaced by ``kernel`` for the block."""
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():  # (torch warns that a kernel is overridden: that is the point)
-        warnings.simplefilter("ignore", UserWarning)
-        lib.impl(op, kernel, "CPU")
-    try:
-        yield
-    finally:
-        lib._destroy()
 
 
 def _program() -> None:

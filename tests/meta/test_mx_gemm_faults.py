@@ -18,10 +18,8 @@ decode, the float64 products) does not go through them."""
 
 from __future__ import annotations
 
-import contextlib
 import os
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -29,18 +27,7 @@ import torch
 from fp8ref.harness.trace import Trace, trace
 from fp8ref.harness.workloads import WORKLOADS, check
 from fp8ref.harness.workloads.base import source_file
-
-
-@contextlib.contextmanager
-def _cpu_kernel(op: str, kernel: Callable[..., torch.Tensor]) -> Iterator[None]:
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():  # (torch warns that a kernel is overridden: that is the point)
-        warnings.simplefilter("ignore", UserWarning)
-        lib.impl(op, kernel, "CPU")
-    try:
-        yield
-    finally:
-        lib._destroy()
+from tests.common.kernels import cpu_kernel_replaced as _cpu_kernel
 
 
 def _exp2_one_binade_high(x: torch.Tensor) -> torch.Tensor:

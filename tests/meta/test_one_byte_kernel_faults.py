@@ -10,9 +10,6 @@ the destination as the op found it (kept as memory, not by the broken clone)."""
 
 from __future__ import annotations
 
-import contextlib
-import warnings
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ from fp8ref.harness.native.native_checks import check_op
 from fp8ref.harness.trace import trace
 from fp8ref.harness.workloads import WORKLOADS, check
 from fp8ref.reference.formats import E4M3FN
+from tests.common.kernels import cpu_kernel_replaced as broken
 
 E4M3 = torch.float8_e4m3fn
 
@@ -85,18 +83,6 @@ def _where(condition: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.T
     out = _narrow(out, a.dtype)
     _flip_first_byte(out)
     return out
-
-
-@contextlib.contextmanager
-def broken(op: str, kernel: Callable[..., torch.Tensor]) -> Iterator[None]:
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():  # (torch warns that a kernel is overridden: that is the point)
-        warnings.simplefilter("ignore", UserWarning)
-        lib.impl(op, kernel, "CPU")
-    try:
-        yield
-    finally:
-        lib._destroy()
 
 
 FAULTS = {

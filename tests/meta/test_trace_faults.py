@@ -6,9 +6,7 @@ be a violation naming the op and the line of this file that called it, and nothi
 
 from __future__ import annotations
 
-import contextlib
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from fp8ref.harness.stack import probes
 from fp8ref.harness.trace import Record, trace
 from fp8ref.reference.codec import encode
 from fp8ref.reference.formats import E4M3FN
+from tests.common.kernels import cpu_kernel_replaced as _broken
 
 E4M3 = torch.float8_e4m3fn
 
@@ -85,19 +84,6 @@ def _scaled_mm_scales_twice(a, b, scale_a, scale_b, bias=None, scale_result=None
     # buffer it already folded in); right where scale_a is 1
     wide = (_into(a, torch.float64) * scale_a.double() ** 2) @ (_into(b, torch.float64) * scale_b.double())
     return _into(wide, out_dtype or torch.bfloat16)
-
-
-@contextlib.contextmanager
-def _broken(op: str, kernel: Callable[..., torch.Tensor]) -> Iterator[None]:
-    """aten's ``op`` on the CPU replaced by ``kernel`` for the block."""
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():  # (torch warns that a kernel is overridden: that is the point)
-        warnings.simplefilter("ignore", UserWarning)
-        lib.impl(op, kernel, "CPU")
-    try:
-        yield
-    finally:
-        lib._destroy()
 
 
 # --- the traced programs ------------------------------------------------------------------------------

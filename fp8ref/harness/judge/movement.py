@@ -27,7 +27,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 from ..stack.refusals import first_words, survey
 from .stored import bounds, codes_at, partial, readable, stored_codes
 
-__all__ = ["Moved", "judge_movement", "FULL_STORAGE_OPS", "TAG_LIMIT"]
+__all__ = ["Moved", "judge_movement", "unravel", "FULL_STORAGE_OPS", "TAG_LIMIT"]
 
 _SHIFT = 40  # tag = (input number + 1) << 40 | storage position
 _POSITION = (1 << _SHIFT) - 1
@@ -56,7 +56,8 @@ class Moved:
     dtype: torch.dtype | None = None
 
 
-def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+def unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The index of element ``flat`` (in logical order) of a tensor of ``shape``."""
     index = []
     for size in reversed(shape):
         flat, i = divmod(flat, size) if size else (flat, 0)
@@ -158,7 +159,7 @@ def judge_movement(
             return Moved(
                 "violation",
                 output=j,
-                index=_unravel(first, tuple(g.shape)),
+                index=unravel(first, tuple(g.shape)),
                 got=int(got.reshape(-1)[first]),
                 want=int(want.reshape(-1)[first]),
                 count=int(bad.sum()),

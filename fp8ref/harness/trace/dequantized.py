@@ -41,6 +41,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ...reference.formats import E8M0FNU
 from ..gemm.gemm_probes import half_ulp, reference_bound
+from ..judge.movement import unravel
 from ..judge.stored import stored_codes, values_of
 from ..stack.refusals import first_words
 from .call_site import call_site
@@ -140,14 +141,6 @@ def _factor(packet: str, v: torch.Tensor, named: dict) -> float:
 
 def _first(bad: torch.Tensor) -> int:
     return int(bad.reshape(-1).nonzero()[0])
-
-
-def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    index = []
-    for size in reversed(shape):
-        flat, i = divmod(flat, size) if size else (flat, 0)
-        index.append(i)
-    return tuple(reversed(index))
 
 
 class Follower:
@@ -307,7 +300,7 @@ class Follower:
             )
             verdict.difference = Difference(
                 0,
-                _unravel(first, tuple(t.shape)),
+                unravel(first, tuple(t.shape)),
                 repr(got.reshape(-1)[first].item()),
                 repr(f.exact.reshape(-1)[first].item()),
                 int((~ok).sum()),
@@ -360,7 +353,7 @@ class Follower:
         )
         verdict.difference = Difference(
             0,
-            _unravel(first, tuple(out.shape)),
+            unravel(first, tuple(out.shape)),
             repr(got.reshape(-1)[first].item()),
             f"{ref.reshape(-1)[first].item()!r} within {bound.reshape(-1)[first].item():.3g}",
             int((~ok).sum()),
@@ -446,7 +439,7 @@ def _judge_power(p: _Power, codes: torch.Tensor) -> Verdict | None:
     verdict.problem = f"output ({str(p.got.dtype).removeprefix('torch.')}) differs from the E8M0 decode {what}"
     verdict.difference = Difference(
         0,
-        _unravel(first, tuple(p.got.shape)),
+        unravel(first, tuple(p.got.shape)),
         repr(got[first].item()),
         f"{want[first].item()!r} for E8M0 code 0x{int(codes[first]):02x}",
         int((~ok).sum()),

@@ -41,7 +41,7 @@ from ...reference.formats import FloatFormat, select
 from ..gemm.documented_accumulator import within_bits
 from ..gemm.gemm_probes import reference_bound
 from ..judge.casts import Reading, cast_readings, excused_cast_deviations, rounded, unsigned_answer, unsigned_ok
-from ..judge.movement import judge_movement
+from ..judge.movement import judge_movement, unravel
 from ..judge.stored import stored_codes, values_of
 from ..native.native_checks import OpCheck, _known_deviation_elements, _same_numbers
 from ..native.native_op_kinds import SAMPLE_KIND, UNCHECKED, kind_of
@@ -105,14 +105,6 @@ def named_args(func: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
 
 def _tensors(tree: Any) -> list[Any]:
     return [v for v in tree_flatten(tree)[0] if isinstance(v, torch.Tensor)]
-
-
-def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
-    index = []
-    for size in reversed(shape):
-        flat, i = divmod(flat, size) if size else (flat, 0)
-        index.append(i)
-    return tuple(reversed(index))
 
 
 def _code_text(code: int, fmt: FloatFormat) -> str:
@@ -244,7 +236,7 @@ def _judge_float8(
         return
     bad = (~ok).reshape(-1)
     first = int(bad.nonzero()[0])
-    index = _unravel(first, tuple(got.shape))
+    index = unravel(first, tuple(got.shape))
     want_code = int(encode(readings[0].want.reshape(-1)[first : first + 1].float(), fmt)[0])
     want = _code_text(want_code, fmt)
     if bool(oor.reshape(-1)[first]):
@@ -295,7 +287,7 @@ def _judge_other(
     verdict.problem = f"output {j} ({str(got.dtype).removeprefix('torch.')}) differs from {_WHAT[verdict.kind]}"
     verdict.difference = Difference(
         j,
-        _unravel(first, tuple(got.shape)),
+        unravel(first, tuple(got.shape)),
         repr(got.cpu().reshape(-1)[first].item()),
         repr(want.reshape(-1)[first].item()),
         int((~ok).sum()),
@@ -462,7 +454,7 @@ def _scaled_mm(func: Any, args: tuple, kwargs: dict, out: Any, verdict: Verdict)
     verdict.problem = f"output ({str(out.dtype).removeprefix('torch.')}, K={k}) outside {_WHAT['scaled_mm']}"
     verdict.difference = Difference(
         0,
-        _unravel(first, tuple(out.shape)),
+        unravel(first, tuple(out.shape)),
         f"{got.reshape(-1)[first].item()!r}",
         f"{ref.reshape(-1)[first].item()!r} within {bound.reshape(-1)[first].item():.3g}",
         int(bad.sum()),
