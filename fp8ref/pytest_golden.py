@@ -337,15 +337,23 @@ class GoldenItem(pytest.Item):
 
 
 def _save_now(config: pytest.Config, now: dict, device: str) -> Path:
-    """This run's profile in pytest's temporary folder (``--basetemp``; pytest keeps the last
-    three runs'), for ``python -m fp8ref accept``."""
+    """This run's profile, for ``python -m fp8ref accept``: in pytest's cache folder
+    (``.pytest_cache/d/fp8ref-now``, kept until the next run writes its own there), else, with the
+    cache off (``-p no:cacheprovider``), in pytest's temporary folder (pytest keeps the last three
+    runs' there, and other runs of the same user rotate them out)."""
     import tempfile
 
     from fp8ref.harness.profiles.profile_file import save
     from fp8ref.harness.stack.install import device_kind
 
+    cache = getattr(config, "cache", None)
     factory = getattr(config, "_tmp_path_factory", None)  # (pytest's tmp_path_factory, outside a fixture)
-    folder = factory.mktemp("fp8ref-now") if factory is not None else Path(tempfile.mkdtemp(prefix="fp8ref-now-"))
+    if cache is not None:
+        folder = Path(cache.mkdir("fp8ref-now"))
+    elif factory is not None:
+        folder = factory.mktemp("fp8ref-now")
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="fp8ref-now-"))
     path = folder / f"{device_kind(device)}.json"
     save(now, path)
     return path
