@@ -86,5 +86,5 @@ def test_the_profile_the_accept_hint_names_is_kept_in_pytests_cache_until_the_ne
         return cache_dir / name
 
     config = types.SimpleNamespace(cache=types.SimpleNamespace(mkdir=mkdir), _tmp_path_factory=None)
-    path = _save_now(config, {"versions": {"torch": "x"}, "behaviour": {"k": "v"}}, "cpu")  # type: ignore[arg-type]
+    path = _save_now(config, {"versions": {"torch": "x"}, "behaviour": {"k": "v"}}, "cpu")
     assert path.parent == cache_dir / "fp8ref-now" and path.is_file(), path
