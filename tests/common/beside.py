@@ -50,7 +50,8 @@ def main_each_report(done: subprocess.CompletedProcess) -> dict:
 def pytest_each(runs: dict[str, dict]) -> list[str]:
     """A fresh interpreter that calls ``pytest.main`` with each run's argv in turn (name ->
     ``{"argv": [...], "cwd": folder}``, cwd optional; ``"fp8ref": True``: ``python -m fp8ref``'s
-    ``main`` instead); read each run with ``pytest_each_result``."""
+    ``main`` instead; ``"script": NAME``: tests/scripts/NAME with ``argv`` as its arguments, which
+    puts back what it changes); read each run with ``pytest_each_result``."""
     return script("pytest_each.py", json.dumps(runs))
 
 

@@ -35,8 +35,6 @@ def collect(device: str = "cpu", torchao: bool = True, claims: tuple[str, ...] =
     return copy.deepcopy(here)
 
 
-fp8ref.harness.profiles.profile.collect = collect
-
 TEAM_CLAIMS = """
 from pathlib import Path
 
@@ -81,47 +79,58 @@ def run(name: str, *args: str, test: str = CPU_TEST) -> None:
     results[name] = {"exit": int(code), "cases": cases, "texts": texts, "collected": list(collected)}
 
 
-run("missing", "--fp8-golden", str(mine))
-run("pin", "--fp8-golden", str(mine), "--fp8-update-golden", "--fp8-report", str(folder / "pin.json"))
-results["pin_report"] = json.loads((folder / "pin.json").read_text()) if (folder / "pin.json").exists() else None
-results["pinned"] = json.loads(mine.read_text())["behaviour"] == here["behaviour"] if mine.exists() else False
+def main() -> None:
+    run("missing", "--fp8-golden", str(mine))
+    run("pin", "--fp8-golden", str(mine), "--fp8-update-golden", "--fp8-report", str(folder / "pin.json"))
+    results["pin_report"] = json.loads((folder / "pin.json").read_text()) if (folder / "pin.json").exists() else None
+    results["pinned"] = json.loads(mine.read_text())["behaviour"] == here["behaviour"] if mine.exists() else False
 
-key = "cast.e4m3fn.bf16.overflow"
-pinned = json.loads(mine.read_text())
-pinned["behaviour"][key] = "nonsaturate" if here["behaviour"][key] == "saturate" else "saturate"
-mine.write_text(json.dumps(pinned))
-report = folder / "report.md"
-run("changed", "--fp8-golden", str(mine), "--fp8-report", str(report))
-results["report"] = report.read_text() if report.exists() else ""
+    key = "cast.e4m3fn.bf16.overflow"
+    pinned = json.loads(mine.read_text())
+    pinned["behaviour"][key] = "nonsaturate" if here["behaviour"][key] == "saturate" else "saturate"
+    mine.write_text(json.dumps(pinned))
+    report = folder / "report.md"
+    run("changed", "--fp8-golden", str(mine), "--fp8-report", str(report))
+    results["report"] = report.read_text() if report.exists() else ""
 
-now = folder / "now.json"
-now.write_text(json.dumps(here))
-results["accept"] = fp8ref_main(["accept", str(mine), str(now), "--why", "our loss scaler clips first"])
-run("accepted", "--fp8-golden", str(mine))
+    now = folder / "now.json"
+    now.write_text(json.dumps(here))
+    results["accept"] = fp8ref_main(["accept", str(mine), str(now), "--why", "our loss scaler clips first"])
+    run("accepted", "--fp8-golden", str(mine))
 
-goldens = folder / "goldens"
-goldens.mkdir()  # (an output's folder must exist: fp8ref creates none)
-run("folder", "--fp8-golden", str(goldens), "--fp8-update-golden")
-results["folder_pinned"] = sorted(p.name for p in goldens.iterdir()) if goldens.exists() else []
-run("gpu dry run", "--fp8-golden", str(goldens), "--fp8-dry-run", test=GPU_TEST)
-run("gpu dry run, missing", "--fp8-golden", str(folder / "none"), "--fp8-dry-run", test=GPU_TEST)
-cuda = copy.deepcopy(here)
-cuda["versions"]["device"] = "cuda-sm90"
-(folder / "cuda.json").write_text(json.dumps(cuda))
-run("other device", f"--fp8-golden={folder / 'cuda.json'}")
+    goldens = folder / "goldens"
+    goldens.mkdir()  # (an output's folder must exist: fp8ref creates none)
+    run("folder", "--fp8-golden", str(goldens), "--fp8-update-golden")
+    results["folder_pinned"] = sorted(p.name for p in goldens.iterdir()) if goldens.exists() else []
+    run("gpu dry run", "--fp8-golden", str(goldens), "--fp8-dry-run", test=GPU_TEST)
+    run("gpu dry run, missing", "--fp8-golden", str(folder / "none"), "--fp8-dry-run", test=GPU_TEST)
+    cuda = copy.deepcopy(here)
+    cuda["versions"]["device"] = "cuda-sm90"
+    (folder / "cuda.json").write_text(json.dumps(cuda))
+    run("other device", f"--fp8-golden={folder / 'cuda.json'}")
 
-# a team's claims join its golden: pinned with its kernel right, then compared with the kernel
-# rounding through float16 (a file beside it says so)
-(folder / "fp8team_claims.py").write_text(TEAM_CLAIMS)
-sys.path.insert(0, str(folder))
-claims = ["--fp8-claims", "fp8team_claims:results", "--fp8-workload=fp8team_claims:step"]
-claims_golden = folder / "claims.json"
-run("claims pinned", "--fp8-golden", str(claims_golden), "--fp8-update-golden", *claims)
-pinned = json.loads(claims_golden.read_text())["behaviour"] if claims_golden.exists() else {}
-results["claims_pinned"] = {k: v for k, v in pinned.items() if k.startswith("claim.")}
-results["workload_pinned"] = {k: v for k, v in pinned.items() if k.startswith("workload.fp8team")}
-(folder / "bug").write_text("")
-claims_report = folder / "claims-report.md"
-run("claims changed", "--fp8-golden", str(claims_golden), *claims, "--fp8-report", str(claims_report))
-results["claims_report"] = claims_report.read_text() if claims_report.exists() else ""
+    # a team's claims join its golden: pinned with its kernel right, then compared with the kernel
+    # rounding through float16 (a file beside it says so)
+    (folder / "fp8team_claims.py").write_text(TEAM_CLAIMS)
+    sys.path.insert(0, str(folder))
+    claims = ["--fp8-claims", "fp8team_claims:results", "--fp8-workload=fp8team_claims:step"]
+    claims_golden = folder / "claims.json"
+    run("claims pinned", "--fp8-golden", str(claims_golden), "--fp8-update-golden", *claims)
+    pinned = json.loads(claims_golden.read_text())["behaviour"] if claims_golden.exists() else {}
+    results["claims_pinned"] = {k: v for k, v in pinned.items() if k.startswith("claim.")}
+    results["workload_pinned"] = {k: v for k, v in pinned.items() if k.startswith("workload.fp8team")}
+    (folder / "bug").write_text("")
+    claims_report = folder / "claims-report.md"
+    run("claims changed", "--fp8-golden", str(claims_golden), *claims, "--fp8-report", str(claims_report))
+    results["claims_report"] = claims_report.read_text() if claims_report.exists() else ""
+
+
+# (tests/scripts/pytest_each.py may run this in an interpreter that other runs share: what it
+# changed is put back)
+original = fp8ref.harness.profiles.profile.collect
+fp8ref.harness.profiles.profile.collect = collect
+try:
+    main()
+finally:
+    fp8ref.harness.profiles.profile.collect = original
 print(json.dumps(results))

@@ -5,7 +5,6 @@ and a local dataset file that is empty, malformed or holds too little text."""
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from fp8ref.finetune import (
     ResourceUnavailable,
     compare,
 )
-from tests.common.beside import fp8ref_main_each, main_each_report
+from tests.common.beside import pytest_each, pytest_each_result
 
 pytestmark = pytest.mark.needs("transformers", "datasets")
 
@@ -40,14 +39,14 @@ BAD_DATASETS = {
 
 
 def run_beside(folder):
-    """One interpreter, run beside the tests (tests/plugins/beside.py), runs these commands (the
-    imports are most of the cost), its stderr a pipe, not a terminal: the CLI asked for hub
-    resources with the hub unreachable by construction (offline mode, set before anything imports
+    """The interpreter beside the tests that every module's ``pytest_each`` runs share
+    (tests/plugins/beside.py) runs these commands (the imports are most of the cost), each call's
+    stderr a file, not a terminal: the CLI asked for hub resources with the hub unreachable by
+    construction (offline mode, set for that whole interpreter before anything imports
     huggingface_hub, and an empty cache), so no test touches the network on any machine; given
     local dataset files it cannot train on; and the tiny comparison as CI calls it, without
     --no-progress (a few steps, one thread: the queue's core)."""
     env = {
-        **os.environ,
         "HF_HUB_OFFLINE": "1",
         "HF_DATASETS_OFFLINE": "1",
         "HF_HOME": str(folder / "hf"),
@@ -61,23 +60,23 @@ def run_beside(folder):
     for name, (file, text, _) in BAD_DATASETS.items():
         (folder / file).write_text(text)
         calls[name] = ["finetune", "--dataset", str(folder / file), "--steps", "2", "--noise-runs", "0", "--no-plot"]
-    return {"offline": (fp8ref_main_each(calls), {"env": env, "cwd": folder})}
+    runs = {name: {"argv": argv, "fp8ref": True, "cwd": str(folder), "env": env} for name, argv in calls.items()}
+    return {"offline": pytest_each(runs)}
 
 
 @pytest.mark.needs("torchao", "matplotlib")
-def test_cli_prints_nothing_on_a_stderr_that_is_not_a_terminal(beside, offline_cli):
+def test_cli_prints_nothing_on_a_stderr_that_is_not_a_terminal(offline_cli):
     """Progress bars only on a terminal: a CI log or a pipe gets none (18 KB a default run used to
     get), and a run that succeeds prints nothing there: neither through Python's sys.stderr nor
     straight to the process's piped stderr."""
-    code, err = offline_cli("tiny")
+    code, err = offline_cli("tiny")  # (err: all that reached the file descriptor 2 during the call)
     assert code == 0 and err == "", err[-2000:]
-    assert beside("offline").stderr == "", beside("offline").stderr[-2000:]
 
 
 @pytest.mark.needs("torchao", "matplotlib")
 def test_cli_writes_json_and_png(beside, offline_cli):
     assert offline_cli("tiny")[0] == 0
-    argv = json.loads(beside("offline").args[-1])["tiny"]
+    argv = pytest_each_result(beside("offline"), "tiny").args
     prefix = Path(argv[argv.index("--out") + 1])
     data = json.loads(prefix.with_suffix(".json").read_text())
     assert len(data["runs"]["bf16"]["losses"]) == len(data["runs"]["fp8"]["losses"]) == 4
@@ -90,7 +89,7 @@ def test_cli_writes_json_and_png(beside, offline_cli):
 def tiny_results(beside: Any, offline_cli: Any) -> dict:
     """The results JSON the command wrote for its 4-step tiny comparison (``run_beside``)."""
     assert offline_cli("tiny")[0] == 0
-    argv = json.loads(beside("offline").args[-1])["tiny"]
+    argv = pytest_each_result(beside("offline"), "tiny").args
     return json.loads(Path(argv[argv.index("--out") + 1]).with_suffix(".json").read_text())
 
 
@@ -136,8 +135,8 @@ def test_check_exits_1_only_outside_the_parity_bound(tiny_results, monkeypatch, 
 @pytest.fixture
 def offline_cli(beside):
     def result(name: str) -> tuple[int, str]:
-        code, err, _ = main_each_report(beside("offline"))["calls"][name]
-        return code, err
+        done = pytest_each_result(beside("offline"), name)
+        return done.returncode, done.stderr
 
     return result
 

@@ -1,7 +1,8 @@
 """A team's own golden from its own suite, through fp8ref's pytest plugin alone (fp8ref installed,
 no checkout, no conftest): ``--fp8-golden``, ``--fp8-update-golden``, ``--fp8-report`` and the
 usage errors before any work, in a team folder outside the checkout. The runs go through
-``tests/scripts/team_golden.py``, in a process beside the tests (tests/plugins/beside.py); the
+``tests/scripts/team_golden.py``, in the interpreter beside the tests that
+every module's ``pytest_each`` runs share (tests/plugins/beside.py); the
 pieces they rest on are checked here in-process too (the time limit, the path check, the golden
 of the install's whole profile)."""
 
@@ -12,18 +13,20 @@ import time
 
 import pytest
 
-from tests.common.beside import script
+from tests.common.beside import pytest_each, pytest_each_result
 
 KEY = "workload.fp8team_step:run"  # the target fp8team.step:run, its dot written '_'
 
 
 def run_beside(folder):
-    return {"runs": script("team_golden.py", str(folder))}
+    # (tests/scripts/team_golden.py in the interpreter that every module's pytest_each runs share: its
+    # imports paid once)
+    return {"runs": pytest_each({"runs": {"script": "team_golden.py", "argv": [str(folder)]}})}
 
 
 @pytest.fixture
 def runs(beside):
-    done = beside("runs")
+    done = pytest_each_result(beside("runs"), "runs")
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -1,25 +1,27 @@
 """A golden the user owns, through pytest's own options (``--fp8-golden PATH``,
 ``--fp8-update-golden``, ``--fp8-report PATH``) as a team pins its stack: missing, pinned,
 changed (fails naming the key), accepted with why (passes), a folder of goldens, and the GPU
-test's dry run. The runs go through ``tests/scripts/user_golden.py``, in a process beside the
-tests (tests/plugins/beside.py)."""
+test's dry run. The runs go through ``tests/scripts/user_golden.py``, in the interpreter beside the
+tests that every module's ``pytest_each`` runs share (tests/plugins/beside.py)."""
 
 import json
 
 import pytest
 
-from tests.common.beside import script
+from tests.common.beside import pytest_each, pytest_each_result
 
 KEY = "cast.e4m3fn.bf16.overflow"
 
 
 def run_beside(folder):
-    return {"runs": script("user_golden.py", str(folder))}
+    # (tests/scripts/user_golden.py in the interpreter that every module's pytest_each runs share: its
+    # imports paid once)
+    return {"runs": pytest_each({"runs": {"script": "user_golden.py", "argv": [str(folder)]}})}
 
 
 @pytest.fixture
 def runs(beside):
-    done = beside("runs")
+    done = pytest_each_result(beside("runs"), "runs")
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
