@@ -41,6 +41,7 @@ from ..stack import probes
 from ..stack.refusals import DEVICE_FAULTS, first_words, raised_by_install, survey, unmeasured
 from .layouts import LAYOUTS, relaid
 from .native_op_kinds import KINDS, kind_of
+from .short_stack import call_on_a_short_stack
 
 __all__ = [
     "SAMPLES",
@@ -533,8 +534,10 @@ def judgements(device: str = "cpu") -> dict[str, dict[str, Outcome]]:
 
 @functools.cache
 def _cached_matrix(device: str) -> dict[str, dict[str, Outcome]]:
+    # (on a short stack: the catalogue's random ops seed torch, which formats the caller's whole
+    # stack three times per seed; under pytest that was 40% of the survey, short_stack.py)
     with quiet():
-        return _support_matrix(device)
+        return call_on_a_short_stack(functools.partial(_support_matrix, device))
 
 
 def _support_matrix(device: str) -> dict[str, dict[str, Outcome]]:
