@@ -24,8 +24,6 @@ them (fp8ref's pytest plugin): one ``claim.*`` key per case; and its workloads' 
 ``--fp8-workload`` names them: one ``workload.<target>`` key each.
 """
 
-from pathlib import Path
-
 import pytest
 
 from fp8ref.harness.profiles.golden import (
@@ -70,21 +68,3 @@ def test_behaviour_profile_matches_the_cpu_golden(
         save(cpu_profile, tmp_path / "cpu.json")
         lines.append(accept_hint(golden_path(golden.where, "cpu"), tmp_path / "cpu.json"))
     assert status in ("equal", "named"), "FP8 behaviour differs from the pinned golden:\n" + "\n".join(lines)
-
-
-def test_the_profile_the_accept_hint_names_is_kept_in_pytests_cache_until_the_next_run(tmp_path):
-    """pytest's temporary folders rotate (three runs a user, any suite's runs): a command naming
-    one could point at nothing a minute later. With the cache on, the profile goes there."""
-    import types
-
-    from fp8ref.pytest_golden import _save_now
-
-    cache_dir = tmp_path / "pytest_cache_d"
-
-    def mkdir(name: str) -> Path:
-        (cache_dir / name).mkdir(parents=True, exist_ok=True)
-        return cache_dir / name
-
-    config = types.SimpleNamespace(cache=types.SimpleNamespace(mkdir=mkdir), _tmp_path_factory=None)
-    path = _save_now(config, {"versions": {"torch": "x"}, "behaviour": {"k": "v"}}, "cpu")
-    assert path.parent == cache_dir / "fp8ref-now" and path.is_file(), path
