@@ -1,12 +1,11 @@
-"""Suite-wide pytest configuration: the command-line options of fp8ref's own suite and the
-hypothesis profiles. What the suite does with them lives in tests/plugins/ (one plugin per job).
+"""Suite-wide pytest configuration: the command-line options of fp8ref's own suite. What the
+suite does with them lives in tests/plugins/ (one plugin per job; the hypothesis profiles and how
+many examples each tier draws: tests/plugins/hypothesis_tier.py).
 The options a team's suite shares (``--fp8-golden``, ``--fp8-update-golden``,
 ``--fp8-require-golden``, ``--fp8-report``, ``--fp8-workload``, ...) are fp8ref's pytest plugin's
 (``fp8ref/pytest_plugin.py``), which pytest loads through fp8ref's entry point."""
 
 from __future__ import annotations
-
-import os
 
 import pytest
 
@@ -17,31 +16,8 @@ pytest_plugins = [
     "tests.plugins.beside",
     "tests.plugins.summaries",
     "tests.plugins.durations",
+    "tests.plugins.hypothesis_tier",
 ]
-
-# --- hypothesis profiles -------------------------------------------------------------------
-try:
-    from hypothesis import HealthCheck, settings
-
-    # ci: the same examples every run (derandomized), nothing stored between runs, no deadline
-    # (the shared 2-core machines are too noisy for per-example time limits).
-    settings.register_profile(
-        "ci",
-        derandomize=True,
-        deadline=None,
-        database=None,
-        max_examples=200,
-        suppress_health_check=[HealthCheck.too_slow],
-    )
-    # dev: random examples, a local example database, still no deadline.
-    settings.register_profile("dev", deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
-    # thorough: a deeper search for counterexamples, run by hand (--hypothesis-profile thorough).
-    settings.register_profile(
-        "thorough", deadline=None, max_examples=3000, suppress_health_check=[HealthCheck.too_slow]
-    )
-    settings.load_profile(os.environ.get("FP8REF_HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
-except ImportError:  # tests that use hypothesis skip through the needs marker
-    pass
 
 
 def pytest_addoption(parser: pytest.Parser, pluginmanager: pytest.PytestPluginManager) -> None:
