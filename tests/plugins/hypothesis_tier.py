@@ -7,7 +7,12 @@ shared 2-core machines are too noisy for per-example time limits; the default wh
 (which CI runs); the default tier draws 50 of the same properties (``<profile>-default-tier``, in
 the run's header), so every property is still asserted there, on fewer inputs: the hypothesis
 properties were 5 s of the default tier's minute on 2 cores (docs/timings.md). A profile named
-(``--hypothesis-profile`` or ``FP8REF_HYPOTHESIS_PROFILE``) is used as it is, in either tier."""
+(``--hypothesis-profile`` or ``FP8REF_HYPOTHESIS_PROFILE``) is used as it is, in either tier.
+
+The run loads a copy of its profile under a name of fp8ref's own (``fp8ref-dev``, ...) and loads it
+again before each test: torch's test utilities (torch.testing._internal.common_utils, which the
+native-op survey imports for torch's OpInfo catalogue) register a ``dev`` profile of their own (10
+examples, hypothesis's 200 ms deadline) and load it for the rest of the process when imported."""
 
 from __future__ import annotations
 
@@ -16,22 +21,32 @@ import os
 import pytest
 
 EXAMPLES = {"slow tier": 200, "default tier": 50}
+_RUN_PROFILE = pytest.StashKey[str]()
+
+
+def _profiles() -> dict[str, dict]:
+    from hypothesis import HealthCheck
+
+    quiet = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow]}
+    slow = EXAMPLES["slow tier"]
+    return {
+        "ci": {"derandomize": True, "database": None, "max_examples": slow, **quiet},
+        "dev": {"max_examples": slow, **quiet},
+        "thorough": {"max_examples": 3000, **quiet},
+    }
 
 
 def _register() -> bool:
-    """The three profiles; False where hypothesis is not installed (its tests skip through the
-    needs marker)."""
+    """The profiles, each under its own name (what ``--hypothesis-profile NAME`` loads) and under
+    fp8ref's (what a run loads); False where hypothesis is not installed (its tests skip through
+    the needs marker)."""
     try:
-        from hypothesis import HealthCheck, settings
+        from hypothesis import settings
     except ImportError:
         return False
-    quiet = [HealthCheck.too_slow]
-    slow = EXAMPLES["slow tier"]
-    settings.register_profile(
-        "ci", derandomize=True, database=None, max_examples=slow, deadline=None, suppress_health_check=quiet
-    )
-    settings.register_profile("dev", max_examples=slow, deadline=None, suppress_health_check=quiet)
-    settings.register_profile("thorough", max_examples=3000, deadline=None, suppress_health_check=quiet)
+    for name, values in _profiles().items():
+        settings.register_profile(name, **values)
+        settings.register_profile(f"fp8ref-{name}", **values)
     return True
 
 
@@ -51,14 +66,31 @@ def pytest_configure(config: pytest.Config) -> None:
     if not HAVE_HYPOTHESIS:
         return
     from hypothesis import settings
+    from hypothesis.errors import InvalidArgument
 
     name, named = chosen_profile(config)
-    if named or config.getoption("--fp8-slow"):
-        settings.load_profile(name)
-        return
-    tier = f"{name}-default-tier"
-    settings.register_profile(tier, parent=settings.get_profile(name), max_examples=EXAMPLES["default tier"])
-    settings.load_profile(tier)
+    ours = f"fp8ref-{name}" if name in _profiles() else name
+    try:
+        base = settings.get_profile(ours)
+    except InvalidArgument:
+        raise pytest.UsageError(
+            f"FP8REF_HYPOTHESIS_PROFILE={name}: no such hypothesis profile (fp8ref's: {', '.join(_profiles())})"
+        ) from None
+    if not (named or config.getoption("--fp8-slow")):
+        ours = f"fp8ref-{name}-default-tier"
+        settings.register_profile(ours, parent=base, max_examples=EXAMPLES["default tier"])
+    settings.load_profile(ours)
+    config.stash[_RUN_PROFILE] = ours
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    ours = item.config.stash.get(_RUN_PROFILE, None)
+    if ours is not None:
+        from hypothesis import settings
+
+        if settings.get_current_profile_name() != ours:  # (torch's test utilities loaded theirs)
+            settings.load_profile(ours)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -66,5 +98,5 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return ["fp8ref: hypothesis not installed (its properties skip)"]
     from hypothesis import settings
 
-    name, examples = settings.get_current_profile_name(), settings.get_profile(settings.get_current_profile_name())
-    return [f"fp8ref: hypothesis profile {name!r}, {examples.max_examples} examples a property"]
+    name = config.stash.get(_RUN_PROFILE, settings.get_current_profile_name())
+    return [f"fp8ref: hypothesis profile {name!r}, {settings.get_profile(name).max_examples} examples a property"]

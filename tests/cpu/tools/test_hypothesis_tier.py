@@ -22,18 +22,18 @@ def test_this_run_draws_its_tiers_examples(request):
 
 def _config(slow: bool, profile: str | None) -> types.SimpleNamespace:
     options = {"--fp8-slow": slow, "hypothesis_profile": profile}
-    return types.SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
+    return types.SimpleNamespace(getoption=lambda name, default=None: options.get(name, default), stash=pytest.Stash())
 
 
 @pytest.mark.parametrize(
     ("slow", "profile", "env", "loaded", "examples"),
     [
-        (False, None, {}, "dev-default-tier", 50),
-        (True, None, {}, "dev", 200),
-        (False, None, {"CI": "true"}, "ci-default-tier", 50),
-        (True, None, {"CI": "true"}, "ci", 200),
-        (False, "thorough", {}, "thorough", 3000),
-        (False, None, {"FP8REF_HYPOTHESIS_PROFILE": "thorough"}, "thorough", 3000),
+        (False, None, {}, "fp8ref-dev-default-tier", 50),
+        (True, None, {}, "fp8ref-dev", 200),
+        (False, None, {"CI": "true"}, "fp8ref-ci-default-tier", 50),
+        (True, None, {"CI": "true"}, "fp8ref-ci", 200),
+        (False, "thorough", {}, "fp8ref-thorough", 3000),
+        (False, None, {"FP8REF_HYPOTHESIS_PROFILE": "thorough"}, "fp8ref-thorough", 3000),
     ],
 )
 def test_the_profile_each_tier_loads(monkeypatch, slow, profile, env, loaded, examples):
@@ -48,4 +48,25 @@ def test_the_profile_each_tier_loads(monkeypatch, slow, profile, env, loaded, ex
         hypothesis_tier.pytest_configure(_config(slow, profile))
         assert (settings.get_current_profile_name(), settings.default.max_examples) == (loaded, examples)
     finally:
+        settings.load_profile(before)
+
+
+def test_a_profile_torchs_test_utilities_load_is_put_back_before_the_next_test(monkeypatch):
+    """torch.testing._internal.common_utils (imported by the native-op survey) registers its own
+    ``dev`` (10 examples, a 200 ms deadline) and loads it; the run's own is loaded again."""
+    from hypothesis import settings
+
+    before = settings.get_current_profile_name()
+    monkeypatch.delenv("CI", raising=False)
+    monkeypatch.delenv("FP8REF_HYPOTHESIS_PROFILE", raising=False)
+    config = _config(False, None)
+    try:
+        hypothesis_tier.pytest_configure(config)
+        settings.register_profile("dev", max_examples=10)  # (as torch's test utilities do)
+        settings.load_profile("dev")
+        hypothesis_tier.pytest_runtest_setup(types.SimpleNamespace(config=config))
+        assert (settings.get_current_profile_name(), settings.default.max_examples) == ("fp8ref-dev-default-tier", 50)
+        assert settings.default.deadline is None
+    finally:
+        hypothesis_tier._register()
         settings.load_profile(before)
