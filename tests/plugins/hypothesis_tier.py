@@ -12,7 +12,11 @@ properties were 5 s of the default tier's minute on 2 cores (docs/timings.md). A
 The run loads a copy of its profile under a name of fp8ref's own (``fp8ref-dev``, ...) and loads it
 again before each test: torch's test utilities (torch.testing._internal.common_utils, which the
 native-op survey imports for torch's OpInfo catalogue) register a ``dev`` profile of their own (10
-examples, hypothesis's 200 ms deadline) and load it for the rest of the process when imported."""
+examples) and load it (``pytorch_ci``, 50, under ``CI``) for the rest of the process. ``@given``
+takes the settings loaded when it decorates: a property at module level takes the run's (collection
+is over before the survey), a property built inside a test's body
+(test_cast_conformance's arbitrary float32 casts) the profile loaded when it runs, which after the
+survey was torch's."""
 
 from __future__ import annotations
 
@@ -59,6 +63,23 @@ def chosen_profile(config: pytest.Config) -> tuple[str, bool]:
     if named:
         return str(named), True
     return ("ci" if os.environ.get("CI") else "dev"), False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A --hypothesis-profile nobody registered is a usage error naming it (hypothesis's own plugin
+    would stop the run with an internal error's traceback)."""
+    name = config.getoption("hypothesis_profile", None)
+    if HAVE_HYPOTHESIS and name:
+        from hypothesis import settings
+        from hypothesis.errors import InvalidArgument
+
+        try:
+            settings.get_profile(name)
+        except InvalidArgument:
+            raise pytest.UsageError(
+                f"--hypothesis-profile {name}: no such hypothesis profile (fp8ref's: {', '.join(_profiles())})"
+            ) from None
 
 
 @pytest.hookimpl(trylast=True)  # (after hypothesis's own plugin has loaded a --hypothesis-profile)

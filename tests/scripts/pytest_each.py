@@ -18,6 +18,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+CHECKOUT = Path(__file__).resolve().parents[2]
 RUNS = json.loads(sys.argv[1])
 wanted: dict[str, tuple[str, str]] = {}  # variable -> (value, the run that wants it)
 for run_name, spec in RUNS.items():
@@ -46,11 +47,15 @@ def _script(name: str, argv: list[str]) -> int:
         return 1
     finally:
         # its own modules (from the folders it, or a pytest run of it, put on sys.path) go, so that
-        # a later run that names the same module imports its own
+        # a later run that names the same module imports its own; the checkout's stay (pytest puts
+        # the checkout on sys.path for a test of it, and the checkout's fp8ref and tests are the
+        # same code in every run: dropped, they would be imported twice, the modules imported
+        # before this run keeping the first copies)
         added = [Path(p).resolve() for p in sys.path if p and p not in saved_path]
         for module in [m for m in sys.modules if m not in before]:
             file = getattr(sys.modules[module], "__file__", None)
-            if file and any(folder in Path(file).resolve().parents for folder in added):
+            where = Path(file).resolve().parents if file else ()
+            if CHECKOUT not in where and any(folder in where for folder in added):
                 del sys.modules[module]
         sys.argv, sys.path[:], sys.dont_write_bytecode = saved_argv, saved_path, saved_bytecode
 

@@ -11,12 +11,21 @@ pytestmark = pytest.mark.needs("hypothesis")
 
 
 def test_this_run_draws_its_tiers_examples(request):
+    """Every hypothesis property this run collected carries its tier's examples (``@given`` takes
+    the settings loaded when it decorates: at collection), and so does the profile loaded now."""
     from hypothesis import settings
 
     name, named = hypothesis_tier.chosen_profile(request.config)
     if named:
         pytest.skip(f"not checked: this run names its hypothesis profile ({name}), used as it is")
     tier = "slow tier" if request.config.getoption("--fp8-slow") else "default tier"
+    drawn = {
+        item.nodeid: item.obj._hypothesis_internal_use_settings.max_examples
+        for item in request.session.items
+        if getattr(getattr(item, "obj", None), "_hypothesis_internal_use_settings", None) is not None
+    }
+    wrong = {nodeid: n for nodeid, n in drawn.items() if n != hypothesis_tier.EXAMPLES[tier]}
+    assert not wrong, wrong
     assert settings.default.max_examples == hypothesis_tier.EXAMPLES[tier], settings.get_current_profile_name()
 
 

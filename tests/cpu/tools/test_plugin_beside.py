@@ -12,7 +12,7 @@ import types
 import pytest
 
 from tests.common.beside import ProcessQueue, pytest_each, pytest_each_result, python_code
-from tests.common.paths import GOLDEN
+from tests.common.paths import GOLDEN, ROOT
 from tests.plugins.beside import _Beside
 
 
@@ -146,17 +146,21 @@ def test_pytest_each_reads_back_each_run_as_a_process_of_its_own(tmp_path):
 
 def test_pytest_each_runs_a_script_as_its_own_process_would_and_puts_back_what_it_changed(tmp_path):
     """A script's exit code (SystemExit's, or 1 and the traceback on its stderr) and output; the
-    runs after it share the interpreter, so its modules, sys.path and bytecode switch are put back."""
+    runs after it share the interpreter, so its modules, sys.path and bytecode switch are put back,
+    but for the checkout's modules: a script that imports them through the checkout on sys.path
+    (a pytest run of a test of it does) leaves them, or a later run would import a second copy."""
     (tmp_path / "mine.py").write_text("")
     (tmp_path / "exits.py").write_text(
         "import sys\nsys.dont_write_bytecode = not sys.dont_write_bytecode\n"
         "sys.path.insert(0, sys.argv[1])\nimport mine\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\nimport tests.common.paths\n"
         "print('ran', sys.argv[1:])\nraise SystemExit(3)\n"
     )
     (tmp_path / "raises.py").write_text("raise ValueError('on purpose')\n")
     (tmp_path / "after.py").write_text(
         "import json, sys\n"
-        "print(json.dumps(['mine' in sys.modules, sys.argv[1] in sys.path, sys.dont_write_bytecode]))\n"
+        "print(json.dumps(['mine' in sys.modules, sys.argv[1] in sys.path, sys.dont_write_bytecode,"
+        " 'tests.common.paths' in sys.modules]))\n"
     )
     script = {"argv": [str(tmp_path)], "cwd": str(tmp_path)}
     runs = {name: {**script, "script": str(tmp_path / f"{name}.py")} for name in ("exits", "raises", "after")}
@@ -164,7 +168,8 @@ def test_pytest_each_runs_a_script_as_its_own_process_would_and_puts_back_what_i
     exits, raises, after = (pytest_each_result(done, name) for name in runs)
     assert exits.returncode == 3 and exits.stdout == f"ran {[str(tmp_path)]}\n", (exits.stdout, exits.stderr)
     assert raises.returncode == 1 and "ValueError: on purpose" in raises.stderr, raises.stderr
-    assert json.loads(after.stdout) == [False, False, sys.dont_write_bytecode], after.stdout  # (as it started)
+    # (as it started; but the checkout's own modules are kept, one copy in the interpreter)
+    assert json.loads(after.stdout) == [False, False, sys.dont_write_bytecode, True], after.stdout
 
 
 def test_pytest_each_refuses_runs_that_want_different_environments_naming_both(tmp_path):
