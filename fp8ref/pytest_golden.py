@@ -317,7 +317,7 @@ class GoldenItem(pytest.Item):
         if status == "missing" and config.getoption("--fp8-require-golden"):
             raise FP8GoldenDiffers("--fp8-require-golden: " + "\n".join(lines))
         if status in ("missing", "updated"):
-            pytest.skip(lines[0])
+            pytest.skip(" ".join(lines))
         if status == "differs" and now is not None:
             lines = [*lines, accept_hint(golden_path(where, device), _save_now(config, now, device))]
             raise FP8GoldenDiffers("FP8 behaviour differs from the pinned golden:\n" + "\n".join(lines))

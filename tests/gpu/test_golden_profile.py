@@ -35,7 +35,7 @@ def test_behaviour_profile_matches_the_golden_for_this_device(
     if status == "missing" and request.config.getoption("--fp8-require-golden"):
         pytest.fail("--fp8-require-golden: " + "\n".join(lines))
     if status == "updated" or (status == "missing" and golden.owned):
-        pytest.skip(lines[0])
+        pytest.skip(" ".join(lines))
     if status == "missing":
         out = Path(os.environ.get("FP8REF_RESULTS_DIR") or tmp_path)
         status, lines = pin_first(out, gpu_device)

@@ -9,6 +9,7 @@ comparison of two profiles are ``profile_file``'s, the collection ``profile``'s.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from .profile_file import (
     load,
     not_compared,
     read_accepted,
+    read_accepted_file,
     same_value,
     save,
     who,
@@ -93,6 +95,31 @@ def _collect(device: str) -> dict:
     return profile.collect(device)
 
 
+def _drop_own_entry(golden_file: Path, now: dict) -> list[str]:
+    """After a re-pin on ``now``'s install: its own entry in the accepted-differences file goes (the
+    golden pins its values now, so each difference it named would be a named one that is gone, a
+    failure); other installs' entries stay. What was dropped, one line; none when nothing was."""
+    from .atomic import write_text
+
+    named_path = accepted_differences_file(golden_file)
+    if not named_path.exists():
+        return []
+    try:
+        named = read_accepted_file(named_path)
+    except ProfileError as exc:
+        return [f"{exc}: this install's accepted differences, if any, not dropped"]
+    label = install_label(now)
+    entry = named.pop(label, None)
+    if entry is None:
+        return []
+    if named:
+        write_text(named_path, json.dumps(named, indent=1, sort_keys=True) + "\n")
+    else:
+        named_path.unlink()
+    n = len(entry.get("differences", {})) if isinstance(entry, dict) else 0
+    return [f"dropped from {named_path} the {n} difference(s) it accepted for this install: the golden pins them now"]
+
+
 def compare_with_golden(
     golden: str | Path,
     device: str = "cpu",
@@ -140,7 +167,10 @@ def compare_with_golden(
         verb = "re-pinned" if path.exists() else "pinned"
         path.parent.mkdir(parents=True, exist_ok=True)
         save(now, path)
-        return "updated", [f"{verb} {path} on {who(now)}; commit it and say why in the message"]
+        return "updated", [
+            f"{verb} {path} on {who(now)}; commit it and say why in the message",
+            *_drop_own_entry(path, now),
+        ]
     try:
         pinned = load(path)
     except ProfileError as exc:

@@ -53,8 +53,8 @@ def test_behaviour_profile_matches_the_cpu_golden(
     if status == "missing" and request.config.getoption("--fp8-require-golden"):
         pytest.fail("--fp8-require-golden: " + "\n".join(lines))
     if status in ("missing", "updated"):
-        record_observation("golden profile (cpu)", lines[0])
-        pytest.skip(lines[0])
+        record_observation("golden profile (cpu)", " ".join(lines))
+        pytest.skip(" ".join(lines))
     assert status not in ("unreadable", "wrong device", "not measured"), "\n".join(lines)
     for line in not_compared_lines(golden.where, cpu_profile):
         record_not_compared(line)

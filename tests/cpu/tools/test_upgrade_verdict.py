@@ -235,6 +235,44 @@ def test_accepted_ok_exits_0_when_every_difference_is_accepted(golden, tmp_path,
     assert main(["diff", mine, now, "--accepted-ok", "--format", "summary"]) == 0
 
 
+def test_accepting_a_profile_drops_accepted_differences_that_are_gone(golden, tmp_path, capsys):
+    """A difference accepted, then gone (the change reverted): the golden test fails on the named
+    one that is gone, and the accept command it prints must clear it, not say nothing to accept."""
+    mine, now = _accept_setup(golden, tmp_path)
+    assert main(["accept", mine, now, "--why", "both on purpose"]) == 0
+    reverted = load(now)
+    reverted["behaviour"]["finfo.e4m3fn.max"] = golden["behaviour"]["finfo.e4m3fn.max"]
+    save(reverted, now)
+    assert compare_with_golden(mine, "cpu", now=load(now))[0] == "differs"  # (a named one is gone)
+    capsys.readouterr()
+    assert main(["accept", mine, now, "--why", "both on purpose"]) == 0
+    assert "1 no longer differing, dropped: finfo.e4m3fn.max" in capsys.readouterr().out
+    assert compare_with_golden(mine, "cpu", now=load(now))[0] == "named"
+    (entry,) = json.loads((tmp_path / "stack-installs.json").read_text()).values()
+    assert list(entry["differences"]) == ["cast.e4m3fn.bf16.overflow"] and list(entry["reasons"]) == list(
+        entry["differences"]
+    )
+    save(golden, now)  # (everything reverted: nothing left to name, the file goes)
+    assert compare_with_golden(mine, "cpu", now=load(now))[0] == "differs"
+    assert main(["accept", mine, now, "--why", "both on purpose"]) == 0
+    assert not (tmp_path / "stack-installs.json").exists(), capsys.readouterr().out
+    assert compare_with_golden(mine, "cpu", now=load(now))[0] == "equal"
+
+
+def test_a_re_pin_drops_this_installs_accepted_differences_and_keeps_the_others(golden, tmp_path):
+    """Re-pinned on this install, the golden holds its values: the differences accepted for it would
+    each be a named one that is gone (a failure), so its entry goes; another install's stays."""
+    mine, now = _accept_setup(golden, tmp_path)
+    assert main(["accept", mine, now, "--why", "both on purpose"]) == 0
+    named_path = tmp_path / "stack-installs.json"
+    other = {"torch 9.9.9, torchao 9.9.9": {"why": "theirs", "differences": {"finfo.e4m3fn.max": 1.0}}}
+    named_path.write_text(json.dumps({**json.loads(named_path.read_text()), **other}))
+    status, lines = compare_with_golden(mine, "cpu", update=True, now=load(now))
+    assert status == "updated" and any("dropped from" in line and "2 difference(s)" in line for line in lines), lines
+    assert json.loads(named_path.read_text()) == other
+    assert compare_with_golden(mine, "cpu", now=load(now))[0] == "equal"
+
+
 def test_each_key_keeps_its_reason_and_replacing_one_asks(golden, tmp_path, capsys, monkeypatch):
     mine, now = _accept_setup(golden, tmp_path)
     assert main(["accept", mine, now, "--key", "cast.*", "--why", "first reason"]) == 0
