@@ -46,6 +46,19 @@ def fault(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.parametrize("fault", ["grad_forward_scale"], indirect=True)
+def test_a_cast_in_a_helper_names_the_line_that_called_it_and_only_the_failing_phase(fault):
+    """The team's cast sits in a helper (``quantize``) every cast goes through; the bug is the
+    backward's call of it with the forward's scale. The failure names that call (the helper's line
+    <- its caller), and a failed gradient names the backward's lines, not the forward's GEMM."""
+    bad = failures(check_module(_check(False)))
+    assert bad, fault
+    problem = bad[0].problem
+    chains = re.findall(r"twin_team\.py:(\d+) <- \S*twin_team\.py:(\d+)", problem)
+    assert (str(_line("cast")), str(_line("grad_cast_call"))) in chains, (chains, problem)
+    assert f"twin_team.py:{_line('mm')}" not in problem, problem  # (the forward's GEMM)
+
+
 @pytest.mark.parametrize("fault", list(FAULTS), indirect=True)
 def test_each_fault_fails_naming_submodule_tensor_and_line(fault):
     delayed, event, submodule, tensor, tag = FAULTS[fault]

@@ -78,7 +78,7 @@ class _Mm(torch.autograd.Function):
         x_f8, wt_packed, x_s, w_s = ctx.saved_tensors
         layer, (n, k) = ctx.layer, ctx.shape
         if FAULT == "grad_forward_scale":
-            g_f8, g_s = quantize(g, E5M2, x_s)
+            g_f8, g_s = quantize(g, E5M2, x_s)  # site: grad_cast_call
         else:
             g_f8, g_s = quantize(g, E5M2, layer.hist["g"].scale if layer.delayed else None)
         if layer.delayed:

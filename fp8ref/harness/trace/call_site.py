@@ -37,7 +37,7 @@ from collections.abc import Iterable, Iterator
 from functools import cache
 from urllib.parse import unquote, urlparse
 
-__all__ = ["call_site", "NO_SITE", "add_user_code", "only_user_code", "forget"]
+__all__ = ["call_site", "call_chain", "NO_SITE", "add_user_code", "only_user_code", "forget"]
 
 # libraries kept by name too: an editable install of one lives outside any site-packages folder
 _LIBRARIES = ("torch", "torchao", "transformers", "accelerate", "fp8ref")
@@ -212,17 +212,34 @@ def _outside(filename: str, only: tuple[str, ...]) -> bool:
     return _deepest(os.path.realpath(filename), only) < 0
 
 
+def _users(filename: str) -> bool:
+    only = _only
+    return not (_outside(filename, only) if only is not None else _is_machinery(filename))
+
+
 def call_site(skip: int = 1) -> str:
     """``file:line`` of the innermost frame (past the ``skip`` innermost) of the user's code (the
     module docstring says which is); ``NO_SITE`` when none is."""
-    only = _only
     frame = sys._getframe(skip)
     while frame is not None:
-        filename = frame.f_code.co_filename
-        if not (_outside(filename, only) if only is not None else _is_machinery(filename)):
-            return f"{filename}:{frame.f_lineno}"
+        if _users(frame.f_code.co_filename):
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return NO_SITE
+
+
+def call_chain(skip: int = 1, depth: int = 4) -> str:
+    """``call_site``'s frame and its callers while they are the user's too (at most ``depth``),
+    innermost first: ``file:line <- file:line``. A cast in a team's helper names the helper's line
+    and the line that called it, where the bug usually is; ``NO_SITE`` when no frame is the user's."""
+    frame, chain = sys._getframe(skip), list[str]()
+    while frame is not None and len(chain) < depth:
+        if _users(frame.f_code.co_filename):
+            chain.append(f"{frame.f_code.co_filename}:{frame.f_lineno}")
+        elif chain:  # (the user's innermost run of frames ends at the first library frame)
+            break
+        frame = frame.f_back  # type: ignore[assignment]
+    return " <- ".join(chain) or NO_SITE
 
 
 def forget() -> None:

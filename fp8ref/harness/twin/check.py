@@ -335,31 +335,36 @@ class _Run:
         return self.held
 
 
-def _lines(run: _Run, leaf: str) -> list[str]:
-    """The team's lines that ran ``leaf``'s FP8 ops: a copy of it traced on a forward and backward."""
-    from ..trace import trace
+def _lines(run: _Run, leaf: str, tensor: str) -> str:
+    """The team's lines that ran ``leaf``'s FP8 ops, a copy of it run on a forward and backward:
+    the backward's for a gradient, the forward's for an output, both for a weight after a step."""
+    from .sites import fp8_sites
 
     module = copy.deepcopy(dict(run.module.named_modules())[leaf])
     module._forward_hooks.clear()
     module._backward_hooks.clear()
     x = torch.randn(4, run.leaves[leaf].params()["weight"].shape[1]).requires_grad_(True)
 
-    def fwd_bwd() -> None:
-        out = module(x)
+    def backward(out: torch.Tensor) -> None:
         out.backward(torch.randn_like(out) * run.check.output_gradient)
 
     try:
-        sites = [r.site for r in trace(fwd_bwd).records]
+        forward, back = fp8_sites(lambda: module(x), backward)
     except Exception as exc:  # (a location is a help: its failure is said, never hides the finding)
-        return [f"(not traced: {type(exc).__name__}: {exc})"]
-    return list(dict.fromkeys(sites)) or ["(no FP8 op recorded in it: its FP8 work is not in this submodule)"]
+        return f"its FP8 ops not traced: {type(exc).__name__}: {exc}"
+    phases = [("forward", forward)] if tensor == "output" else [("backward", back)]
+    if tensor.endswith("after the step"):
+        phases = [("forward", forward), ("backward", back)]
+    said = [f"in the {phase} at: " + "; ".join(chains) for phase, chains in phases if chains]
+    if not said:
+        return "no FP8 op of it recorded in the " + " or ".join(p for p, _ in phases) + " (its FP8 work is elsewhere)"
+    return "its FP8 ops ran " + "; and ".join(said) + " (each innermost first, <- its caller)"
 
 
 def _problem(check: ModuleCheck, run: _Run, seed: int, bad: _Held) -> str:
-    lines = _lines(run, bad.leaf)
     return (
         f"seed {seed}: submodule {bad.leaf!r}, {bad.tensor}: error {bad.err:.3g} where its bound allows {bad.bound:.3g}"
-        f" ({bad.r:.3g} times the bound); its FP8 ops ran at: " + "; ".join(lines)
+        f" ({bad.r:.3g} times the bound); " + _lines(run, bad.leaf, bad.tensor)
     )
 
 

@@ -199,3 +199,20 @@ def test_bad_paths_are_refused_naming_the_argument():
 def test_a_stack_with_no_frame_of_the_users_code_is_no_site(tmp_path):
     with call_site.only_user_code(tmp_path / "nothing_runs_here"):
         assert call_site.call_site() == call_site.NO_SITE
+
+
+def test_a_chain_is_the_users_innermost_run_of_frames_up_to_the_first_library_frame(tmp_path):
+    """``call_chain``: the user's frame that called, then its callers while they are the user's; a
+    library frame between ends it (the user's frames further out are another story)."""
+    team, library = tmp_path / "team" / "fp8.py", _site_packages(tmp_path / "venv") / "wrap" / "core.py"
+    namespace: dict = {"call_chain": call_site.call_chain}
+    helper = "def helper():\n    return call_chain(1)\ndef caller():\n    return helper()\n"
+    exec(compile(helper, str(team), "exec"), namespace)
+    exec(compile("def wrapped(f):\n    return f()\n", str(library), "exec"), namespace)
+    exec(compile("def outer():\n    return wrapped(caller)\n", str(team), "exec"), namespace)
+    with call_site.only_user_code(team.parent):  # (this test file's frames are not the team's)
+        assert namespace["caller"]() == f"{team}:2 <- {team}:4"
+        assert namespace["outer"]() == f"{team}:2 <- {team}:4"  # (outer's line lies past the library's)
+    assert call_site.call_chain(1, depth=1) == call_site.call_site(1)
+    with call_site.only_user_code(tmp_path / "nothing_runs_here"):
+        assert call_site.call_chain() == call_site.NO_SITE
