@@ -73,6 +73,33 @@ def test_cli_prints_nothing_on_a_stderr_that_is_not_a_terminal(offline_cli):
     assert code == 0 and err == "", err[-2000:]
 
 
+@pytest.mark.slow
+@pytest.mark.needs("torchao", "matplotlib")
+def test_the_cli_in_a_fresh_interpreter_prints_nothing_on_a_piped_stderr(tmp_path):
+    """The run above shares an interpreter whose earlier runs imported transformers, datasets and
+    torchao already: what their imports print in a fresh process (a deprecation, a pytree
+    warning) reaches a new user's CI log, so one fresh process holds the whole stderr once."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.common.paths import ROOT
+
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HOME": str(tmp_path / "hf"),
+        "OMP_NUM_THREADS": "1",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    argv = ["finetune", "--preset", "tiny", "--steps", "2", "--noise-runs", "0", "--out", str(tmp_path / "tiny")]
+    done = subprocess.run(
+        [sys.executable, "-m", "fp8ref", *argv], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-3000:]
+
+
 @pytest.mark.needs("torchao", "matplotlib")
 def test_cli_writes_json_and_png(beside, offline_cli):
     assert offline_cli("tiny")[0] == 0
