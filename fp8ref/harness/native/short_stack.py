@@ -9,7 +9,9 @@ is some 70 frames deep, and the native-op survey's ~1,300 seeded calls spent ~2.
 formatting it (torch 2.13, 2 cores). On a fresh thread the stack is the survey's own.
 
 What the caller's thread holds in torch's thread-local state is carried over where it can change
-an op's answer (grad mode); the survey enters no other mode and expects none."""
+an op's answer (grad mode) or where the ops run (the current CUDA device: ``device="cuda"`` means
+the caller's, and a new thread starts on device 0); the survey enters no other mode and expects
+none."""
 
 from __future__ import annotations
 
@@ -25,10 +27,14 @@ T = TypeVar("T")
 def call_on_a_short_stack(fn: Callable[[], T]) -> T:
     """``fn()``, run on a new thread; its exception, if any, re-raised here with its traceback."""
     grad = torch.is_grad_enabled()
+    # (torch.cuda.current_device() would initialize CUDA where nothing has: asked only once it is)
+    device = torch.cuda.current_device() if torch.cuda.is_initialized() else None
     box: dict[str, object] = {}
 
     def run() -> None:
         try:
+            if device is not None:
+                torch.cuda.set_device(device)
             with torch.set_grad_enabled(grad):
                 box["value"] = fn()
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, re-raised there

@@ -67,3 +67,20 @@ def test_the_helper_raises_the_calls_own_exception() -> None:
 def test_the_helper_keeps_the_callers_grad_mode(grad: bool) -> None:
     with torch.set_grad_enabled(grad):
         assert call_on_a_short_stack(torch.is_grad_enabled) is grad
+
+
+def test_the_callers_cuda_device_is_the_threads(monkeypatch):
+    """A new thread starts on CUDA device 0: ``device="cuda"`` after ``torch.cuda.set_device(k)``
+    would survey device 0 (stand-ins here: no GPU needed, none initialized for real)."""
+    import threading
+
+    import torch
+
+    from fp8ref.harness.native.short_stack import call_on_a_short_stack
+
+    set_on: list = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda d: set_on.append((d, threading.current_thread().name)))
+    assert call_on_a_short_stack(lambda: threading.current_thread().name) == "fp8ref-short-stack"
+    assert set_on == [(3, "fp8ref-short-stack")]
