@@ -364,8 +364,10 @@ def accept_hint(golden: Path, now: Path) -> str:
     profile: ``python -m fp8ref accept`` (``--key PATTERN`` for some of them), or a re-pin."""
     command = f"python -m fp8ref accept {shlex.quote(str(golden))} {shlex.quote(str(now))} --why '...'"
     return (
-        f"to accept these differences for this install, on purpose, with why: `{command}` (--key PATTERN: only "
-        "the keys it matches); or re-pin with --fp8-update-golden"
+        "a change of your own code (your claims' or workloads' keys), or of the stack you now pin: re-pin "
+        "with --fp8-update-golden and say why in the commit; a difference of this install alone, accepted "
+        f"on purpose, with why: `{command}` (--key PATTERN: only the keys it matches; named for this "
+        "install's versions, so it stops matching after an upgrade)"
     )
 
 
