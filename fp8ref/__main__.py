@@ -162,16 +162,16 @@ def _cmd_diff(args: argparse.Namespace) -> int:
 def _cmd_accept(args: argparse.Namespace) -> int:
     """Name B's differences from the golden A (all, or those ``--key`` matches), with why, in
     A-installs.json (whole or not at all); differences accepted before for the install stay, each
-    with its own reason (``reasons``; ``why`` joins them)."""
+    with its own reason (``reasons``; ``why`` joins them), but those B no longer has."""
     import fnmatch
 
-    from .harness.profiles.atomic import write_text
     from .harness.profiles.profile_file import (
         ProfileError,
         accepted_differences_file,
         diff,
         install_label,
         read_accepted_file,
+        write_accepted_file,
     )
 
     why = " ".join(args.why.split())
@@ -225,11 +225,9 @@ def _cmd_accept(args: argparse.Namespace) -> int:
         named.pop(label, None)
     dropped = f"; {len(gone)} no longer differing, dropped: {', '.join(gone)}" if gone else ""
     n = len(rows)
-    if named:
-        write_text(path, json.dumps(named, indent=1, sort_keys=True) + "\n")
+    if write_accepted_file(path, named):
         print(f"wrote {path}: {n} difference{'s' * (n != 1)} accepted for {label} ({len(differences)} in all){dropped}")
-    else:  # (nothing left to name for any install: the file goes, as before the first accept)
-        path.unlink()
+    else:  # (nothing left to name for any install: the file went)
         print(f"removed {path}: nothing left to accept for any install{dropped}")
     return 0
 

@@ -9,7 +9,6 @@ comparison of two profiles are ``profile_file``'s, the collection ``profile``'s.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from .profile_file import (
     same_value,
     save,
     who,
+    write_accepted_file,
 )
 
 __all__ = [
@@ -99,8 +99,6 @@ def _drop_own_entry(golden_file: Path, now: dict) -> list[str]:
     """After a re-pin on ``now``'s install: its own entry in the accepted-differences file goes (the
     golden pins its values now, so each difference it named would be a named one that is gone, a
     failure); other installs' entries stay. What was dropped, one line; none when nothing was."""
-    from .atomic import write_text
-
     named_path = accepted_differences_file(golden_file)
     if not named_path.exists():
         return []
@@ -112,10 +110,7 @@ def _drop_own_entry(golden_file: Path, now: dict) -> list[str]:
     entry = named.pop(label, None)
     if entry is None:
         return []
-    if named:
-        write_text(named_path, json.dumps(named, indent=1, sort_keys=True) + "\n")
-    else:
-        named_path.unlink()
+    write_accepted_file(named_path, named)
     n = len(entry.get("differences", {})) if isinstance(entry, dict) else 0
     return [f"dropped from {named_path} the {n} difference(s) it accepted for this install: the golden pins them now"]
 

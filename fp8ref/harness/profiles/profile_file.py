@@ -40,6 +40,7 @@ __all__ = [
     "install_label",
     "read_accepted",
     "read_accepted_file",
+    "write_accepted_file",
 ]
 
 PROFILE_VERSION = 1
@@ -226,6 +227,17 @@ def read_accepted_file(path: str | Path) -> dict:
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a JSON object of installs ('torch X, torchao Y' -> entry)")
     return data
+
+
+def write_accepted_file(path: str | Path, named: dict) -> bool:
+    """Write an accepted-differences file whole (install label -> entry), or remove it when it
+    names no install (as before the first accept); whether a file is left."""
+    path = Path(path)
+    if named:
+        write_text(path, json.dumps(named, indent=1, sort_keys=True) + "\n")
+        return True
+    path.unlink(missing_ok=True)
+    return False
 
 
 def read_accepted(path: str | Path, now: dict) -> tuple[dict, str] | None:
