@@ -1,7 +1,8 @@
-"""Where a leaf's FP8 ops ran, for the module check's failure message: each op that reads or
-writes float8, or is a scaled GEMM, as the chain of the team's frames that called it (innermost
-first: ``call_site.call_chain``), the forward's and the backward's apart, so a failed gradient
-names the backward's lines and a failed output the forward's."""
+"""Where a leaf's FP8 ops ran, for the module check's failure message: the ops the tracer records
+(each that reads or writes float8, or takes a float8 dtype, and each scaled GEMM), each named by
+the chain of the team's frames that called it (innermost first: ``call_site.call_chain``), the
+forward's and the backward's apart, so a failed gradient names the backward's lines and a failed
+output the forward's."""
 
 from __future__ import annotations
 
@@ -10,16 +11,11 @@ from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_leaves
 
 from ..trace.call_site import call_chain
+from ..trace.op_checks import SCALED_GEMMS, touches_float8
 
 __all__ = ["fp8_sites"]
-
-_FLOAT8 = {getattr(torch, n) for n in dir(torch) if n.startswith("float8_")}
-_SCALED = {
-    getattr(torch.ops.aten, n).default for n in ("_scaled_mm", "_scaled_grouped_mm") if hasattr(torch.ops.aten, n)
-}
 
 
 class _Sites(TorchDispatchMode):
@@ -29,8 +25,8 @@ class _Sites(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        touched = tree_leaves((args, kwargs, out))
-        if func in _SCALED or any(isinstance(t, torch.Tensor) and t.dtype in _FLOAT8 for t in touched):
+        # (the tracer's rule for what it records: trace/recorder.py)
+        if func.overloadpacket.__name__ in SCALED_GEMMS or touches_float8((args, kwargs)) or touches_float8(out):
             self.chains.append(call_chain(2))
         return out
 
