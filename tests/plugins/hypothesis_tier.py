@@ -67,19 +67,21 @@ def chosen_profile(config: pytest.Config) -> tuple[str, bool]:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """A --hypothesis-profile nobody registered is a usage error naming it (hypothesis's own plugin
-    would stop the run with an internal error's traceback)."""
-    name = config.getoption("hypothesis_profile", None)
-    if HAVE_HYPOTHESIS and name:
-        from hypothesis import settings
-        from hypothesis.errors import InvalidArgument
+    """A profile named (``--hypothesis-profile``, ``FP8REF_HYPOTHESIS_PROFILE``) that nobody
+    registered is a usage error naming it, before any work (hypothesis's own plugin would stop the
+    run with an internal error's traceback)."""
+    if not HAVE_HYPOTHESIS:
+        return
+    from hypothesis import settings
+    from hypothesis.errors import InvalidArgument
 
-        try:
-            settings.get_profile(name)
-        except InvalidArgument:
-            raise pytest.UsageError(
-                f"--hypothesis-profile {name}: no such hypothesis profile (fp8ref's: {', '.join(_profiles())})"
-            ) from None
+    name, _ = chosen_profile(config)
+    try:
+        settings.get_profile(name)
+    except InvalidArgument:
+        option = config.getoption("hypothesis_profile", None)
+        given = f"--hypothesis-profile {name}" if option else f"FP8REF_HYPOTHESIS_PROFILE={name}"
+        raise pytest.UsageError(f"{given}: no such hypothesis profile (fp8ref's: {', '.join(_profiles())})") from None
 
 
 @pytest.hookimpl(trylast=True)  # (after hypothesis's own plugin has loaded a --hypothesis-profile)
@@ -87,19 +89,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if not HAVE_HYPOTHESIS:
         return
     from hypothesis import settings
-    from hypothesis.errors import InvalidArgument
 
     name, named = chosen_profile(config)
     ours = f"fp8ref-{name}" if name in _profiles() else name
-    try:
-        base = settings.get_profile(ours)
-    except InvalidArgument:
-        raise pytest.UsageError(
-            f"FP8REF_HYPOTHESIS_PROFILE={name}: no such hypothesis profile (fp8ref's: {', '.join(_profiles())})"
-        ) from None
     if not (named or config.getoption("--fp8-slow")):
         ours = f"fp8ref-{name}-default-tier"
-        settings.register_profile(ours, parent=base, max_examples=EXAMPLES["default tier"])
+        settings.register_profile(
+            ours, parent=settings.get_profile(f"fp8ref-{name}"), max_examples=EXAMPLES["default tier"]
+        )
     settings.load_profile(ours)
     config.stash[_RUN_PROFILE] = ours
 
