@@ -20,9 +20,10 @@ the ``beside`` fixture::
 ``pytest_each``, ``script``.)
 
 How they run: one at a time, in a queue on a thread of the pytest process (``ProcessQueue``): one
-core runs them while the tests go on with torch's other threads (it gets them back when the queue
-is done), and the tests that read a process run after the others (a stable sort, so pytest-
-randomly's order holds otherwise), by which time most have ended. A test whose process has not
+core runs them while the tests go on with torch's other threads (until the session ends: see
+``_Beside.start_all`` for why not when the queue is done), and the tests that read a process run
+after the others (a stable sort, so pytest-randomly's order holds otherwise), by which time most
+have ended. A test whose process has not
 started runs it at once itself (its core would only wait otherwise). A run that runs every test it
 collected queues, when its first test is set up, the comparison (first: the longest) if a collected
 test reads ``finetune_tiny``, then the processes of every module with a collected test that reads
@@ -108,8 +109,14 @@ class _Beside:
         if not self._threads:
             import torch
 
+            # The queue's core, for the rest of the session: the tests keep one thread count from
+            # the moment the queue starts. Inductor's FX graph cache keys a CPU graph on torch's
+            # thread count (torch/_inductor/codecache.py, "cpp_runtime_thread_count"), so giving the
+            # core back when the queue ran dry, a moment that varies run to run, made a warm run's
+            # compiled checks miss the cache whenever they ran on the other side of it (18 s of
+            # recompiles in test_torchao_linear.py: docs/timings.md).
             self._threads = torch.get_num_threads()
-            torch.set_num_threads(max(1, self._threads - 1))  # the queue's core
+            torch.set_num_threads(max(1, self._threads - 1))
 
     def _one_interpreter_for_pytest_each(
         self, jobs: list[tuple[str, list[str], dict]]
@@ -142,12 +149,11 @@ class _Beside:
             done = subprocess.CompletedProcess(argv, shared.returncode, json.dumps(mine) + "\n", shared.stderr)
         else:
             done = self.queue.result(job)
-        self.restore_threads()
         return done
 
-    def restore_threads(self, closing: bool = False) -> None:
-        """All the queue's processes have ended (or will not run): its core is the tests' again."""
-        if self._threads and (closing or self.queue.idle()):
+    def restore_threads(self) -> None:
+        """The session is over: torch's threads as they were before the queue took a core."""
+        if self._threads:
             import torch
 
             torch.set_num_threads(self._threads)
@@ -156,7 +162,7 @@ class _Beside:
     def close(self) -> None:
         """Stop what still runs (a run that ended early: -x, a failed fixture)."""
         self.queue.close()
-        self.restore_threads(closing=True)
+        self.restore_threads()
 
 
 _KEY = pytest.StashKey[_Beside]()
@@ -192,12 +198,6 @@ def _processes_beside(request: pytest.FixtureRequest, tmp_path_factory: pytest.T
     processes.close()
     if cache is not None and processes.queue.seconds:
         cache.set(_SECONDS, {**cache.get(_SECONDS, {}), **processes.queue.seconds})
-
-
-def pytest_runtest_teardown(item: pytest.Item) -> None:
-    processes = item.config.stash.get(_KEY, None)
-    if processes is not None:
-        processes.restore_threads()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle

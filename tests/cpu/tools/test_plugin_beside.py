@@ -126,6 +126,29 @@ def test_a_module_starts_once_in_a_folder_of_its_own_and_a_broken_one_fails_its_
         processes.close()
 
 
+def test_the_tests_keep_one_thread_count_until_the_session_ends(tmp_path_factory):
+    """The queue takes a core when it starts and gives it back when the session ends, not when it
+    runs dry: inductor keys a compiled CPU graph on torch's thread count, so a count that changed
+    at a moment that varies run to run made a warm run recompile (tests/plugins/beside.py)."""
+    import torch
+
+    good = types.ModuleType("tests.fake.test_threads")
+    good.run_beside = lambda folder: {"quick": python_code("pass")}
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # (whatever the session's queue left: two, so that one less shows)
+    processes = _Beside(tmp_path_factory)
+    try:
+        processes.start(good.__name__, good)
+        assert torch.get_num_threads() == 1
+        assert processes.result(good.__name__, "quick", good).returncode == 0 and processes.queue.idle()
+        assert torch.get_num_threads() == 1, "the queue ran dry and the tests got their core back mid-run"
+        processes.close()
+        assert torch.get_num_threads() == 2
+    finally:
+        processes.close()
+        torch.set_num_threads(before)
+
+
 def test_pytest_each_reads_back_each_run_as_a_process_of_its_own(tmp_path):
     """Each run's exit code and what it wrote, C code's output too (written to the descriptors)."""
     (tmp_path / "test_one.py").write_text(
