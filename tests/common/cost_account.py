@@ -12,7 +12,7 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Callable
 
-__all__ = ["Run", "family_of", "module_of", "render"]
+__all__ = ["CompileCounter", "Run", "family_of", "module_of", "render"]
 
 _WHENS = ("setup", "call", "teardown")
 
@@ -35,7 +35,9 @@ class Run:
     each family of each profile collected in the pytest process; ``processes``: (name, started
     at, wall, cpu, exit code), wall/cpu/code None when unknown; ``wall``: the session's seconds;
     ``cpu``: the pytest process's CPU seconds and its children's; ``load``: the 1-minute load
-    average at the start and the end; ``versions``: a line (torch, Python)."""
+    average at the start and the end; ``versions``: a line (torch, Python); ``compiles``: (node
+    id, graphs inductor compiled, graphs it loaded from its FX graph cache) for each test that
+    did either, in the pytest process."""
 
     phases: list[tuple[str, str, float]] = dataclasses.field(default_factory=list)
     collections: list[tuple[str, float]] = dataclasses.field(default_factory=list)
@@ -45,6 +47,21 @@ class Run:
     cpu: tuple[float, float] = (0.0, 0.0)
     load: tuple[float, float] = (0.0, 0.0)
     versions: str = ""
+    compiles: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
+
+
+class CompileCounter:
+    """Inductor's running counts (graphs compiled, graphs loaded from its cache) turned into what
+    each test phase added. A count below the last one read means the counters were cleared (the
+    ``fresh_dynamo`` fixture clears them before a compiled test): what it reads then is new."""
+
+    def __init__(self) -> None:
+        self._last = (0, 0)
+
+    def step(self, now: tuple[int, int]) -> tuple[int, int]:
+        added = tuple(n - last if n >= last else n for n, last in zip(now, self._last))
+        self._last = now
+        return added[0], added[1]
 
 
 def _s(seconds: float | None) -> str:
@@ -115,6 +132,7 @@ def render(run: Run, modules: int = 10) -> str:
     ]
     for family, each in sorted(collections.items(), key=lambda kv: (-sum(kv[1]), kv[0])):
         lines.append(f"| {family} | {len(each)} | {_s(sum(each))} | {', '.join(_s(s) for s in each)} |")
+    lines += ["", *_compile_lines(run.compiles)]
     lines += [
         "",
         f"Processes beside the run: {len(run.processes)}, {_s(beside_wall)} s wall and {_s(beside_cpu)} s CPU "
@@ -127,3 +145,21 @@ def render(run: Run, modules: int = 10) -> str:
         cells = [name.replace("|", "\\|"), _s(started), _s(wall), _s(cpu), "?" if code is None else str(code)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _compile_lines(compiles: list[tuple[str, int, int]], tests: int = 10) -> list[str]:
+    """What torch.compile cost in the pytest process: a warm rerun of an unchanged tree loads its
+    graphs from inductor's FX graph cache, so a test that compiles on a warm run is one whose
+    cache key changed since the last run (the tests' thread count did: tests/plugins/beside.py)."""
+    compiled = sum(c for _, c, _ in compiles)
+    loaded = sum(h for _, _, h in compiles)
+    head = (
+        f"torch.compile in pytest's process: {compiled} graph(s) compiled and {loaded} loaded from inductor's "
+        "FX graph cache (a warm rerun of an unchanged tree compiles again only what inductor did not cache: "
+        "a graph it cannot cache, a compile that failed)"
+    )
+    rows = sorted(((n, c, h) for n, c, h in compiles if c), key=lambda r: (-r[1], r[0]))
+    if not rows:
+        return [head + "."]
+    lines = [f"{head}; the tests that compiled most:", "", "| test | compiled | loaded |", "| --- | ---: | ---: |"]
+    return lines + [f"| {n.replace('|', chr(92) + '|')} | {c} | {h} |" for n, c, h in rows[:tests]]

@@ -4,7 +4,9 @@ writes the same markdown to PATH; ``scripts/timings.py`` puts it into docs/timin
 What it counts (tests/common/cost_account.py renders it): each test module's collection and each
 test's setup, call and teardown, grouped by folder; each profile family's time in every profile
 collected in this process (``Family.probes`` wrapped: its import, ``collect`` and ``traces``); and
-every process the tests start, wall and CPU (tests/common/process_account.py). Off, it changes
+every process the tests start, wall and CPU (tests/common/process_account.py); and the graphs
+each test had inductor compile or load from its cache (a warm run that compiles shows which test's
+cache key moved). Off, it changes
 nothing. Under pytest-xdist the controller sees every test's durations but only its own
 processes and profiles (the workers' are not counted)."""
 
@@ -20,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.common.cost_account import Run, render
+from tests.common.cost_account import CompileCounter, Run, render
 from tests.common.process_account import ProcessAccount
 
 _KEY = pytest.StashKey["_Account"]()
@@ -34,6 +36,8 @@ class _Account:
         self.started = time.monotonic()
         self.load = os.getloadavg()[0]
         self.rusage = (_cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN))
+        self.compiles = CompileCounter()
+        self.compiles.step(_inductor_counts())  # (what this process compiled before the run is not its)
         self._probes: Any = None
 
     def open(self) -> None:
@@ -97,6 +101,20 @@ class _TimedProbes:
         return timed
 
 
+def _inductor_counts() -> tuple[int, int]:
+    """Inductor's running counts in this process: graphs compiled (its FX graph cache missed, or
+    could not be used) and graphs loaded from that cache; (0, 0) before anything imported dynamo
+    (never imported here: that import alone takes a second)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    inductor = counters.get("inductor") if counters is not None else None
+    if not inductor:
+        return 0, 0
+    return inductor.get("fxgraph_cache_miss", 0) + inductor.get("fxgraph_cache_bypass", 0), inductor.get(
+        "fxgraph_cache_hit", 0
+    )
+
+
 def _cpu(who: int) -> float:
     usage = resource.getrusage(who)
     return usage.ru_utime + usage.ru_stime
@@ -147,6 +165,9 @@ class _Hooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when in ("setup", "call", "teardown"):
             self.account.run.phases.append((report.nodeid, report.when, report.duration))
+            compiled, loaded = self.account.compiles.step(_inductor_counts())
+            if compiled or loaded:
+                self.account.run.compiles.append((report.nodeid, compiled, loaded))
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:

@@ -5,13 +5,14 @@ process the tests start is counted with its CPU time, and the docs are only rewr
 their markers."""
 
 import importlib.util
+import re
 import subprocess
 import sys
 import time
 
 import pytest
 
-from tests.common.cost_account import Run, family_of, module_of, render
+from tests.common.cost_account import CompileCounter, Run, family_of, module_of, render
 from tests.common.paths import ROOT
 from tests.common.process_account import ProcessAccount, labelled
 
@@ -40,6 +41,11 @@ def test_a_run_with_known_durations_gives_the_known_table():
         cpu=(30.0, 20.5),
         load=(0.5, 1.25),
         versions="torch 9.9.9, Python 3.11.7, 2 CPUs",
+        compiles=[
+            ("tests/cpu/tools/test_cli.py::test_one", 0, 3),
+            ("tests/meta/test_catch_rate.py::test_three", 2, 1),
+            ("tests/cpu/tools/test_cli.py::test_two[a|b]", 5, 0),
+        ],
     )
     assert render(run, modules=1) == (
         "3 tests; the session 20.0 s wall; CPU 30.0 s in pytest's process and 20.5 s in the processes it "
@@ -64,6 +70,16 @@ def test_a_run_with_known_durations_gives_the_known_table():
         "| native | 1 | 2.0 | 2.0 |\n"
         "| casts | 2 | 1.2 | 1.0, 0.2 |\n"
         "\n"
+        "torch.compile in pytest's process: 7 graph(s) compiled and 4 loaded from inductor's FX graph cache "
+        "(a warm rerun of an unchanged tree compiles again only what inductor did not cache: a graph it cannot "
+        "cache, a compile that failed); the tests that compiled "
+        "most:\n"
+        "\n"
+        "| test | compiled | loaded |\n"
+        "| --- | ---: | ---: |\n"
+        "| tests/cpu/tools/test_cli.py::test_two[a\\|b] | 5 | 0 |\n"
+        "| tests/meta/test_catch_rate.py::test_three | 2 | 1 |\n"
+        "\n"
         "Processes beside the run: 3, 12.2 s wall and 20.2 s CPU together (CPU: user + system, the "
         "processes they waited for included):\n"
         "\n"
@@ -73,6 +89,27 @@ def test_a_run_with_known_durations_gives_the_known_table():
         "| tests.x:help | 3.0 | 0.2 | 0.2 | 0 |\n"
         "| file -b | 0.0 | ? | ? | ? |\n"
     )
+
+
+def test_a_run_that_compiled_nothing_says_so_in_one_line():
+    text = render(Run(compiles=[("tests/cpu/tools/test_cli.py::test_a", 0, 4)]))
+    assert (
+        "torch.compile in pytest's process: 0 graph(s) compiled and 4 loaded from inductor's FX graph cache "
+        "(a warm rerun of an unchanged tree compiles again only what inductor did not cache: a graph it cannot "
+        "cache, a compile that failed).\n\nProcesses" in text
+    ), text
+
+
+def test_each_phase_is_given_what_inductor_counted_since_the_last_and_a_cleared_count_starts_anew():
+    """(compiled, loaded) running counts, read after each test phase; the fresh_dynamo fixture
+    clears them before a compiled test, so a count that went down was cleared."""
+    counter = CompileCounter()
+    assert counter.step((0, 0)) == (0, 0)
+    assert counter.step((3, 1)) == (3, 1)
+    assert counter.step((3, 1)) == (0, 0)
+    assert counter.step((0, 0)) == (0, 0)  # cleared (a fixture's setup)
+    assert counter.step((2, 0)) == (2, 0)
+    assert counter.step((1, 5)) == (1, 5)  # cleared, then one compiled and five loaded
 
 
 def test_a_test_belongs_to_its_folder():
@@ -154,7 +191,14 @@ def test_sleeps(slow_setup):
 
 def test_starts_a_process():
     subprocess.run([sys.executable, "-c", BURN], check=True)
-""".replace("BURN", repr(_BURN.format(s=0.3)))
+""".replace("BURN", repr(_BURN.format(s=0.3))),
+        test_compiled="""
+import torch
+
+def test_compiles():
+    double = torch.compile(lambda x: x * 2 + 1, backend="inductor")
+    assert double(torch.ones(3)).tolist() == [3.0, 3.0, 3.0]
+""",
     )
     out = pytester.path / "cost.md"
     started = time.monotonic()
@@ -164,12 +208,17 @@ def test_starts_a_process():
     text = out.read_text()
     row = next(line for line in text.splitlines() if line.startswith("| test_slow.py |"))
     _, _, tests, _, setup, call, _, _, share, _ = (c.strip() for c in row.split("|"))
-    assert (tests, share) == ("2", "100%"), row
+    assert tests == "2" and share.endswith("%"), row
     assert 0.3 <= float(setup) < 0.3 + 1.5 and 0.9 <= float(call) < 0.9 + 3, row  # the sleeps, the process's wait
     process = next(line for line in text.splitlines() if line.startswith("| test_slow.py::test_starts_a_process:"))
     cpu = float(process.split("|")[4])
     assert 0.2 <= cpu < 5, process
     assert float(text.split("the session ")[1].split(" s wall")[0]) <= time.monotonic() - started + 0.1
+    # inductor's own counts, read from torch's counters: the one graph compiled on a first run,
+    # loaded from inductor's cache on the next (and named when it compiled)
+    found = re.search(r"torch.compile in pytest's process: (\d+) graph\(s\) compiled and (\d+) loaded", text)
+    assert found and int(found.group(1)) + int(found.group(2)) == 1, text
+    assert (int(found.group(1)) == 1) == ("| test_compiled.py::test_compiles | 1 | 0 |" in text), text
 
 
 def test_the_script_rewrites_only_what_lies_between_the_markers():
