@@ -37,7 +37,7 @@ class Run:
     ``cpu``: the pytest process's CPU seconds and its children's; ``load``: the 1-minute load
     average at the start and the end; ``versions``: a line (torch, Python); ``compiles``: (node
     id, graphs inductor compiled, graphs it loaded from its FX graph cache) for each test that
-    did either, in the pytest process."""
+    did either, in the pytest process; None when not counted (pytest-xdist's controller)."""
 
     phases: list[tuple[str, str, float]] = dataclasses.field(default_factory=list)
     collections: list[tuple[str, float]] = dataclasses.field(default_factory=list)
@@ -47,21 +47,25 @@ class Run:
     cpu: tuple[float, float] = (0.0, 0.0)
     load: tuple[float, float] = (0.0, 0.0)
     versions: str = ""
-    compiles: list[tuple[str, int, int]] = dataclasses.field(default_factory=list)
+    compiles: list[tuple[str, int, int]] | None = dataclasses.field(default_factory=list)
 
 
 class CompileCounter:
     """Inductor's running counts (graphs compiled, graphs loaded from its cache) turned into what
-    each test phase added. A count below the last one read means the counters were cleared (the
-    ``fresh_dynamo`` fixture clears them before a compiled test): what it reads then is new."""
+    each test phase added. ``source`` is the object holding the counts: ``counters.clear()`` (the
+    ``fresh_dynamo`` fixture clears them around a compiled test) throws it away, so a new one
+    means everything it holds is new, whichever way each count moved. A count that went down
+    under the same object was cleared too."""
 
     def __init__(self) -> None:
         self._last = (0, 0)
+        self._source: object = None
 
-    def step(self, now: tuple[int, int]) -> tuple[int, int]:
-        added = tuple(n - last if n >= last else n for n, last in zip(now, self._last))
-        self._last = now
-        return added[0], added[1]
+    def step(self, now: tuple[int, int], source: object = None) -> tuple[int, int]:
+        cleared = source is not self._source or any(n < last for n, last in zip(now, self._last))
+        added = now if cleared else (now[0] - self._last[0], now[1] - self._last[1])
+        self._last, self._source = now, source
+        return added
 
 
 def _s(seconds: float | None) -> str:
@@ -147,16 +151,22 @@ def render(run: Run, modules: int = 10) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _compile_lines(compiles: list[tuple[str, int, int]], tests: int = 10) -> list[str]:
-    """What torch.compile cost in the pytest process: a warm rerun of an unchanged tree loads its
-    graphs from inductor's FX graph cache, so a test that compiles on a warm run is one whose
-    cache key changed since the last run (the tests' thread count did: tests/plugins/beside.py)."""
+def _compile_lines(compiles: list[tuple[str, int, int]] | None, tests: int = 10) -> list[str]:
+    """What torch.compile cost in the pytest process, counted through inductor's FX graph cache
+    (a compile with that cache switched off is not counted). A warm rerun of the same selection
+    loads its graphs from the cache, so a test that compiles on one had its cache key move, or
+    tried a compile that failed (never cached)."""
+    if compiles is None:
+        return [
+            "torch.compile in pytest's process: not counted (under pytest-xdist the workers compile, and their "
+            "counts do not reach this process)."
+        ]
     compiled = sum(c for _, c, _ in compiles)
     loaded = sum(h for _, _, h in compiles)
     head = (
-        f"torch.compile in pytest's process: {compiled} graph(s) compiled and {loaded} loaded from inductor's "
-        "FX graph cache (a warm rerun of an unchanged tree compiles again only what inductor did not cache: "
-        "a graph it cannot cache, a compile that failed)"
+        f"torch.compile in pytest's process, through inductor's FX graph cache: {compiled} graph(s) compiled "
+        f"or tried, {loaded} loaded from the cache (a warm rerun of the same tests compiles again only what "
+        "inductor did not cache: a graph it cannot cache, a compile that failed)"
     )
     rows = sorted(((n, c, h) for n, c, h in compiles if c), key=lambda r: (-r[1], r[0]))
     if not rows:

@@ -8,7 +8,7 @@ every process the tests start, wall and CPU (tests/common/process_account.py); a
 each test had inductor compile or load from its cache (a warm run that compiles shows which test's
 cache key moved). Off, it changes
 nothing. Under pytest-xdist the controller sees every test's durations but only its own
-processes and profiles (the workers' are not counted)."""
+processes and profiles (the workers' are not counted), and no compiles (said so)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class _Account:
         self.load = os.getloadavg()[0]
         self.rusage = (_cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN))
         self.compiles = CompileCounter()
-        self.compiles.step(_inductor_counts())  # (what this process compiled before the run is not its)
+        self.compiles.step(*_inductor_counts())  # (what this process compiled before the run is not its)
         self._probes: Any = None
 
     def open(self) -> None:
@@ -101,18 +101,22 @@ class _TimedProbes:
         return timed
 
 
-def _inductor_counts() -> tuple[int, int]:
-    """Inductor's running counts in this process: graphs compiled (its FX graph cache missed, or
-    could not be used) and graphs loaded from that cache; (0, 0) before anything imported dynamo
+# inductor's names for its FX graph cache's outcomes (torch/_inductor/codecache.py, torch 2.13 and
+# 2.14): a graph compiled (the cache missed, or could not be used) or loaded from the cache
+COMPILED = ("fxgraph_cache_miss", "fxgraph_cache_bypass")
+LOADED = ("fxgraph_cache_hit",)
+
+
+def _inductor_counts() -> tuple[tuple[int, int], object]:
+    """Inductor's running counts in this process, (graphs compiled, graphs loaded), and the object
+    holding them (a new one after ``counters.clear()``); zeros before anything imported dynamo
     (never imported here: that import alone takes a second)."""
     utils = sys.modules.get("torch._dynamo.utils")
     counters = getattr(utils, "counters", None)
     inductor = counters.get("inductor") if counters is not None else None
     if not inductor:
-        return 0, 0
-    return inductor.get("fxgraph_cache_miss", 0) + inductor.get("fxgraph_cache_bypass", 0), inductor.get(
-        "fxgraph_cache_hit", 0
-    )
+        return (0, 0), inductor
+    return (sum(inductor.get(k, 0) for k in COMPILED), sum(inductor.get(k, 0) for k in LOADED)), inductor
 
 
 def _cpu(who: int) -> float:
@@ -165,13 +169,16 @@ class _Hooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when in ("setup", "call", "teardown"):
             self.account.run.phases.append((report.nodeid, report.when, report.duration))
-            compiled, loaded = self.account.compiles.step(_inductor_counts())
-            if compiled or loaded:
+            compiled, loaded = self.account.compiles.step(*_inductor_counts())
+            if (compiled or loaded) and self.account.run.compiles is not None:
                 self.account.run.compiles.append((report.nodeid, compiled, loaded))
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        table = render(self.account.finish())
+        run = self.account.finish()
+        if self.config.pluginmanager.hasplugin("dsession"):  # (pytest-xdist's controller: workers compile)
+            run.compiles = None
+        table = render(run)
         if self.config.getoption("--fp8-durations"):
             terminalreporter.section(_TITLE)
             terminalreporter.write(table)

@@ -13,7 +13,7 @@ import pytest
 
 from tests.common.beside import ProcessQueue, pytest_each, pytest_each_result, python_code
 from tests.common.paths import GOLDEN, ROOT
-from tests.plugins.beside import _Beside
+from tests.plugins.beside import _KEY, _Beside
 
 
 def test_the_queue_runs_its_processes_one_after_another_in_order(tmp_path):
@@ -147,6 +147,18 @@ def test_the_tests_keep_one_thread_count_until_the_session_ends(tmp_path_factory
     finally:
         processes.close()
         torch.set_num_threads(before)
+
+
+def test_this_run_keeps_the_thread_count_its_queue_set(request):
+    """The run's own queue, wherever this test falls in the run: one thread less than before it
+    started for as long as it has processes, ended or not (no hook gives the core back early)."""
+    import torch
+
+    processes = request.config.stash[_KEY]
+    if processes._threads:
+        assert torch.get_num_threads() == max(1, processes._threads - 1)
+    else:
+        assert not processes.queue._jobs, "the queue has had processes and the tests got its core back"
 
 
 def test_pytest_each_reads_back_each_run_as_a_process_of_its_own(tmp_path):
