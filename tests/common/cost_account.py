@@ -68,6 +68,11 @@ class CompileCounter:
         return added
 
 
+def _cell(text: str) -> str:
+    """``text`` as a markdown table cell: its ``|`` escaped (a node id's parameters may hold one)."""
+    return text.replace("|", "\\|")
+
+
 def _s(seconds: float | None) -> str:
     return "?" if seconds is None else f"{seconds:.1f}"
 
@@ -146,7 +151,7 @@ def render(run: Run, modules: int = 10) -> str:
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for name, started, wall, cpu, code in sorted(run.processes, key=lambda p: (-(p[2] or 0.0), p[0])):
-        cells = [name.replace("|", "\\|"), _s(started), _s(wall), _s(cpu), "?" if code is None else str(code)]
+        cells = [_cell(name), _s(started), _s(wall), _s(cpu), "?" if code is None else str(code)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -172,4 +177,4 @@ def _compile_lines(compiles: list[tuple[str, int, int]] | None, tests: int = 10)
     if not rows:
         return [head + "."]
     lines = [f"{head}; the tests that compiled most:", "", "| test | compiled | loaded |", "| --- | ---: | ---: |"]
-    return lines + [f"| {n.replace('|', chr(92) + '|')} | {c} | {h} |" for n, c, h in rows[:tests]]
+    return lines + [f"| {_cell(n)} | {c} | {h} |" for n, c, h in rows[:tests]]

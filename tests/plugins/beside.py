@@ -23,16 +23,15 @@ How they run: one at a time, in a queue on a thread of the pytest process (``Pro
 core runs them while the tests go on with torch's other threads (until the session ends: see
 ``_Beside.start_all`` for why not when the queue is done), and the tests that read a process run
 after the others (a stable sort, so pytest-randomly's order holds otherwise), by which time most
-have ended. A test whose process has not
-started runs it at once itself (its core would only wait otherwise). A run that runs every test it
-collected queues, when its first test is set up, the comparison (first: the longest) if a collected
-test reads ``finetune_tiny``, then the processes of every module with a collected test that reads
-one and is not skipped, longest first by how long each ran last time (pytest's cache), and the
-``pytest_each`` jobs of all those modules as one interpreter (each pays seconds of imports; the
-test reads its own runs back as if they had had a process of their own). A pytest-xdist worker does
-not know which modules it will be given: it queues a module's processes when that module's first
-test asks, and the comparison when a test of its first asks (at most once per worker). The same
-code either way; only the moment differs.
+have ended. A test whose process has not started runs it at once itself (its core would only wait
+otherwise). A run that runs every test it collected queues, when its first test is set up, the
+comparison (first: the longest) if a collected test reads ``finetune_tiny``, then the processes of
+every module with a collected test that reads one and is not skipped, longest first by how long each
+ran last time (pytest's cache), and the ``pytest_each`` jobs of all those modules as one interpreter
+(each pays seconds of imports; the test reads its own runs back as if they had had a process of
+their own). A pytest-xdist worker does not know which modules it will be given: it queues a module's
+processes when that module's first test asks, and the comparison when a test of its first asks (at
+most once per worker). The same code either way; only the moment differs.
 
 Measured (docs/timings.md): starting every process at once, at the lowest CPU priority, with
 torch's threads left alone and the tests in their own order, took the run from 125 s to 210 s
@@ -146,10 +145,8 @@ class _Beside:
             shared = self.queue.result(shared_job)
             report = json.loads(shared.stdout.strip().splitlines()[-1]) if shared.returncode == 0 else {}
             mine = {k.split("|", 1)[1]: v for k, v in report.items() if k.split("|", 1)[0] == job}
-            done = subprocess.CompletedProcess(argv, shared.returncode, json.dumps(mine) + "\n", shared.stderr)
-        else:
-            done = self.queue.result(job)
-        return done
+            return subprocess.CompletedProcess(argv, shared.returncode, json.dumps(mine) + "\n", shared.stderr)
+        return self.queue.result(job)
 
     def restore_threads(self) -> None:
         """The session is over: torch's threads as they were before the queue took a core."""

@@ -5,8 +5,8 @@ What it counts (tests/common/cost_account.py renders it): each test module's col
 test's setup, call and teardown, grouped by folder; each profile family's time in every profile
 collected in this process (``Family.probes`` wrapped: its import, ``collect`` and ``traces``); and
 every process the tests start, wall and CPU (tests/common/process_account.py); and the graphs
-each test had inductor compile or load from its cache (a warm run that compiles shows which test's
-cache key moved). Off, it changes
+each test had inductor compile or load from its FX graph cache (on a warm rerun of the same tests,
+a test that compiles had its cache key move or tried a compile that failed). Off, it changes
 nothing. Under pytest-xdist the controller sees every test's durations but only its own
 processes and profiles (the workers' are not counted), and no compiles (said so)."""
 
