@@ -17,6 +17,7 @@ pytest_plugins = [
     "tests.plugins.summaries",
     "tests.plugins.durations",
     "tests.plugins.hypothesis_tier",
+    "tests.plugins.log_capture",
 ]
 
 

@@ -540,9 +540,10 @@ def op_declines(exc: BaseException) -> bool:
     destination's), which no input's dtype explains. Device faults and non-``Exception`` errors never count."""
     if not isinstance(exc, Exception) or isinstance(exc, MemoryError) or DEVICE_FAULTS.search(str(exc)):
         return False
-    if own_need(exc) is not None or _caller_fault(exc, raised_by_install(exc)):
+    package = raised_by_install(exc)  # (walks the traceback: once; a survey classifies some 20,000)
+    if own_need(exc) is not None or _caller_fault(exc, package):
         return False
-    return raised_by_install(exc) is not None or is_refusal(exc)
+    return package is not None  # (is_refusal adds nothing: it, too, needs the install's frames)
 
 
 def survey(fn: Callable[[], Any], device: str | None = None) -> tuple[bool, Any]:
