@@ -4,8 +4,8 @@ reads; it asserts nothing itself.
 
 Usage: python tests/scripts/fsdp_float8.py OUT.pt [STEPS]
 
-What runs, in one process group of two ranks (torch.multiprocessing, forked from this process, a
-rendezvous file beside OUT):
+What runs, in one process group of two ranks (torch.multiprocessing, forked from this process on
+Linux, a rendezvous file beside OUT):
 - ``unsharded``: the float8 model (torchao ``convert_to_float8_training``, ``emulate=True``, no
   FSDP), trained in this process; its weights are recorded before every step;
 - ``fsdp1``: the same model sharded over a one-rank mesh (rank 0 alone);
@@ -326,10 +326,13 @@ def main(out: str, steps: int = 3) -> None:
     shutil.rmtree(os.path.join(out_dir, "dcp"), ignore_errors=True)
     crashed: dict | None = None
     try:
-        # forked, not spawned: each rank starts from this interpreter's imports (torch, torchao)
-        # instead of paying them again, 13.5 s of CPU for the script against 6.6 s (docs/timings.md);
-        # this process ran on one thread (above), so no OpenMP pool is copied half-way through
-        mp.start_processes(worker, args=(2, rendezvous, steps, out_dir), nprocs=2, join=True, start_method="fork")
+        # forked on Linux: each rank starts from this interpreter's imports (torch, torchao) instead
+        # of paying them again (the script's CPU time about halves: docs/timings.md). Safe here:
+        # torch computes on one thread (above), so it has no OpenMP pool to copy, no process group
+        # or CUDA context exists yet, and the thread numpy's OpenBLAS starts handles a fork.
+        # Elsewhere spawned: Windows has no fork, and macOS documents it as unsafe.
+        method = "fork" if sys.platform.startswith("linux") else "spawn"
+        mp.start_processes(worker, args=(2, rendezvous, steps, out_dir), nprocs=2, join=True, start_method=method)
     except Exception as exc:  # noqa: BLE001 - a rank killed by the install: recorded, not raised
         # the signal that ended a rank (torch.multiprocessing's ProcessExitedException), or None
         found = re.search(r"terminated with signal (\w+)", str(exc))

@@ -4,17 +4,27 @@ asks for it, a library's warning still in the test's captured stderr, and a test
 
 import logging
 import types
+from typing import Any
 
 import pytest
 
 from tests.plugins import log_capture
 
 
-def _config(options: dict | None = None, ini: dict | None = None) -> types.SimpleNamespace:
+def _config(options: dict | None = None, ini: dict | None = None, logging_loaded: bool = True) -> Any:
     options, ini = options or {}, ini or {}
+    blocked: list[str] = []
+
+    def getini(name):
+        if not logging_loaded:  # (as pytest says of a setting nobody declared)
+            raise ValueError(f"unknown configuration value: {name!r}")
+        return ini.get(name, log_capture.INI_DEFAULTS[name])
+
     return types.SimpleNamespace(
         getoption=lambda name, default=None: options.get(name, default),
-        getini=lambda name: ini.get(name, False if name == "log_cli" else ""),
+        getini=getini,
+        pluginmanager=types.SimpleNamespace(has_plugin=lambda name: logging_loaded, set_blocked=blocked.append),
+        blocked=blocked,
     )
 
 
@@ -27,21 +37,72 @@ def test_this_run_has_pytests_log_capture_exactly_when_a_logging_option_asks(req
     "options, ini",
     [
         ({"log_level": "INFO"}, {}),
+        ({"log_level": "0"}, {}),
         ({"log_cli_level": "DEBUG"}, {}),
         ({"log_file": "run.log"}, {}),
         ({"log_file_level": "INFO"}, {}),
+        ({"log_format": "%(message)s"}, {}),
+        ({"logger_disable": ["torch"]}, {}),
         ({}, {"log_cli": True}),
         ({}, {"log_level": "WARNING"}),
+        ({}, {"log_level": 0}),
         ({}, {"log_file": "run.log"}),
+        ({}, {"log_format": "%(message)s"}),
+        ({}, {"log_file_mode": "a"}),
     ],
-    ids=["--log-level", "--log-cli-level", "--log-file", "--log-file-level", "log_cli", "ini level", "ini file"],
+    ids=[
+        "--log-level",
+        "--log-level=0",
+        "--log-cli-level",
+        "--log-file",
+        "--log-file-level",
+        "--log-format",
+        "--log-disable",
+        "log_cli",
+        "ini level",
+        "ini level 0",
+        "ini file",
+        "ini format",
+        "ini file mode",
+    ],
 )
 def test_any_logging_option_keeps_the_capture(options, ini):
-    assert log_capture.wanted(_config(options, ini))
+    config = _config(options, ini)
+    assert log_capture.wanted(config)
+    log_capture.pytest_configure(config)
+    assert config.blocked == []
 
 
-def test_no_logging_option_turns_the_capture_off():
-    assert not log_capture.wanted(_config())
+@pytest.mark.parametrize("ini", [{}, {"log_level": ""}, {"log_file": ""}], ids=["nothing", "empty level", "empty file"])
+def test_no_logging_option_turns_the_capture_off(ini):
+    config = _config(ini=ini)
+    assert not log_capture.wanted(config)
+    log_capture.pytest_configure(config)
+    assert config.blocked == [log_capture.PLUGIN]
+
+
+def test_without_pytests_logging_plugin_nothing_is_blocked_or_read():
+    """-p no:logging: its settings are not declared (reading one raises), so nothing is read."""
+    config = _config(logging_loaded=False)
+    log_capture.pytest_configure(config)
+    assert config.blocked == []
+
+
+def test_the_settings_read_are_every_setting_of_pytests_logging_group():
+    """pytest's own declarations (its logging plugin's pytest_addoption, run against a recorder):
+    a setting pytest adds, drops or gives another default fails here, not silently in a run."""
+    from _pytest import logging as pytest_logging
+
+    ini: dict[str, object] = {}
+    dests: list[str] = []
+    group = types.SimpleNamespace(addoption=lambda *names, **kw: dests.append(kw["dest"]))
+    parser = types.SimpleNamespace(
+        getgroup=lambda name, *a, **kw: group,
+        addini=lambda name, *a, **kw: ini.__setitem__(name, kw.get("default")),
+    )
+    pytest_logging.pytest_addoption(parser)
+    assert ini == log_capture.INI_DEFAULTS
+    assert sorted(dests) == sorted([n for n in ini if n != "log_cli"] + list(log_capture.OPTION_ONLY))
 
 
 def test_a_librarys_warning_reaches_the_tests_captured_stderr(request, capsys):
@@ -53,12 +114,13 @@ def test_a_librarys_warning_reaches_the_tests_captured_stderr(request, capsys):
     assert "a library's warning, seen in the report" in capsys.readouterr().err
 
 
-def test_a_test_reading_caplog_without_the_capture_is_a_usage_error_naming_it():
-    config = types.SimpleNamespace(pluginmanager=types.SimpleNamespace(get_plugin=lambda name: None))
-    items = [
-        types.SimpleNamespace(nodeid="t.py::test_plain", fixturenames=["tmp_path"]),
-        types.SimpleNamespace(nodeid="t.py::test_logs", fixturenames=["caplog"]),
-    ]
-    with pytest.raises(pytest.UsageError, match=r"t\.py::test_logs reads caplog.*--log-level"):
-        log_capture.pytest_collection_modifyitems(config, items)
-    log_capture.pytest_collection_modifyitems(config, items[:1])
+def test_a_test_reading_caplog_without_the_capture_fails_saying_how_to_keep_it(request):
+    if not request.config.pluginmanager.has_plugin("logging"):
+        pytest.skip("-p no:logging: pytest's caplog does not exist in this run")
+    if request.config.pluginmanager.get_plugin(log_capture.PLUGIN) is not None:
+        caplog = request.getfixturevalue("caplog")  # (capture on: pytest's own, which records)
+        logging.getLogger("fp8ref.tests.log_capture").warning("recorded")
+        assert [r.getMessage() for r in caplog.records] == ["recorded"]
+        return
+    with pytest.raises(pytest.fail.Exception, match=r"reads caplog.*--log-level=NOTSET"):
+        request.getfixturevalue("caplog")
