@@ -18,6 +18,7 @@ pytest_plugins = [
     "tests.plugins.durations",
     "tests.plugins.hypothesis_tier",
     "tests.plugins.log_capture",
+    "tests.plugins.gc_tuning",
 ]
 
 
