@@ -132,13 +132,16 @@ def render(run: Run, modules: int = 10) -> str:
     for family, seconds in run.profile:
         collections[family].append(seconds)
     times = max((len(v) for v in collections.values()), default=0)
-    lines += [
-        f"The profile collected in pytest's process: {times} time(s), {_s(profile_total)} s "
-        f"({_pct(profile_total, whole)} of the tests' time, counted in their rows above):",
-        "",
-        "| profile family | collections | seconds | each |",
-        "| --- | ---: | ---: | --- |",
-    ]
+    if not times:  # (a selection none of whose tests reads the profile: no empty table)
+        lines.append("The profile collected in pytest's process: not at all (no test of this run collected it).")
+    else:
+        lines += [
+            f"The profile collected in pytest's process: {times} time(s), {_s(profile_total)} s "
+            f"({_pct(profile_total, whole)} of the tests' time, counted in their rows above):",
+            "",
+            "| profile family | collections | seconds | each |",
+            "| --- | ---: | ---: | --- |",
+        ]
     for family, each in sorted(collections.items(), key=lambda kv: (-sum(kv[1]), kv[0])):
         lines.append(f"| {family} | {len(each)} | {_s(sum(each))} | {', '.join(_s(s) for s in each)} |")
     lines += ["", *_compile_lines(run.compiles)]

@@ -192,7 +192,7 @@ def defect_lines(found: list[dict], strict: bool) -> list[str]:
         f", {pkg} {v}" for pkg in ("transformers",) if (v := installed_version(pkg)) is not None
     )
     lines = [
-        f"{len(found)} known wrong answers on {stack}"
+        f"{len(found)} known wrong answer{'' if len(found) == 1 else 's'} on {stack}"
         + (" (--fp8-strict: the run fails on them)" if strict else " (--fp8-strict fails the run on them)")
     ]
     lines += [f"[{d['severity']}] {d['key']}: {d['where']}, {d['count']:,} excused" for d in found]

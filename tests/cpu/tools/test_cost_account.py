@@ -144,6 +144,23 @@ def test_a_test_belongs_to_its_folder():
     assert family_of("test_top.py::test_y") == "."
 
 
+def test_a_run_that_collects_no_profile_says_so_without_an_empty_table():
+    run = Run(
+        phases=[("tests/cpu/reference/test_formats.py::test_one", "call", 1.0)],
+        collections=[("tests/cpu/reference/test_formats.py", 0.1)],
+        profile=[],
+        processes=[],
+        wall=2.0,
+        cpu=(1.5, 0.0),
+        load=(0.5, 0.5),
+        versions="torch 9.9.9, Python 3.11.7, 2 CPUs",
+        compiles=[],
+    )
+    text = render(run, modules=1)
+    assert "The profile collected in pytest's process: not at all (no test of this run collected it).\n" in text
+    assert "| profile family |" not in text
+
+
 def test_every_process_is_counted_with_its_cpu_time_while_the_account_is_open():
     before = subprocess.Popen
     account = ProcessAccount()
