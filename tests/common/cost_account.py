@@ -142,8 +142,8 @@ def render(run: Run, modules: int = 10) -> str:
             "| profile family | collections | seconds | each |",
             "| --- | ---: | ---: | --- |",
         ]
-    for family, each in sorted(collections.items(), key=lambda kv: (-sum(kv[1]), kv[0])):
-        lines.append(f"| {family} | {len(each)} | {_s(sum(each))} | {', '.join(_s(s) for s in each)} |")
+        for family, each in sorted(collections.items(), key=lambda kv: (-sum(kv[1]), kv[0])):
+            lines.append(f"| {family} | {len(each)} | {_s(sum(each))} | {', '.join(_s(s) for s in each)} |")
     lines += ["", *_compile_lines(run.compiles)]
     lines += [
         "",

@@ -30,7 +30,8 @@ def _config(options: dict | None = None, ini: dict | None = None, logging_loaded
 
 def test_this_run_has_pytests_log_capture_exactly_when_a_logging_option_asks(request):
     registered = request.config.pluginmanager.get_plugin(log_capture.PLUGIN) is not None
-    assert registered == log_capture.wanted(request.config), (registered, log_capture.wanted(request.config))
+    wanted = log_capture.wanted(request.config)
+    assert registered == wanted, (registered, wanted)
 
 
 @pytest.mark.parametrize(
